@@ -18,21 +18,30 @@ from engines.errors import ModelStoreError
 
 MANIFEST = "manifest.json"
 SCHEMA = 1
-SERVICE_STORE = Path("/var/lib/orin-avatar/models")
+SERVICE_HOME = Path("/var/lib/orin-avatar")
 
 
 def default_store_dir() -> Path:
     """`$ORIN_AVATAR_HOME/models` if set; the service's state directory under systemd; else the
     user's cache."""
+    return _home() / "models"
+
+
+def default_wheelhouse() -> Path:
+    """Where `models download` keeps the pinned wheels unless told otherwise."""
+    return _home() / "wheels"
+
+
+def _home() -> Path:
     home = os.environ.get("ORIN_AVATAR_HOME")
     if home:
-        return Path(home) / "models"
+        return Path(home)
     state = os.environ.get("STATE_DIRECTORY")  # set by systemd's StateDirectory=
     if state:
-        return Path(state.split(":")[0]) / "models"
+        return Path(state.split(":")[0])
     if os.environ.get("INVOCATION_ID"):  # started by systemd without StateDirectory=
-        return SERVICE_STORE
-    return Path.home() / ".cache" / "orin-avatar" / "models"
+        return SERVICE_HOME
+    return Path.home() / ".cache" / "orin-avatar"
 
 
 def sha256_file(path: Path) -> str:

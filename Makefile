@@ -1,0 +1,17 @@
+# The two commands of the README: `make demo` and `make test`. Both set up first (idempotent).
+.PHONY: setup setup-test demo test bench
+
+setup:
+	scripts/setup.sh
+
+setup-test:
+	scripts/setup.sh --test
+
+demo: setup
+	scripts/demo.sh
+
+test: setup-test
+	.venv/bin/python -m pytest -q tests
+
+bench: setup
+	.venv/bin/orin-avatar bench models

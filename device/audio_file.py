@@ -1,0 +1,48 @@
+"""Reading and writing audio files, and resampling to the rate a model wants.
+
+soundfile (libsndfile) reads WAV/FLAC/OGG of any sample format; soxr resamples (the same
+resampler serves the microphone stream later).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from engines.errors import InputError
+
+SPEECH_RATE = 16000  # what the VAD and the recogniser take
+
+
+def read_audio(path: Path, rate: int = SPEECH_RATE) -> np.ndarray:
+    """Mono float32 in [-1, 1] at `rate`, whatever the file's rate, channels or sample format."""
+    import soundfile
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such audio file")
+    try:
+        data, file_rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+    except (RuntimeError, soundfile.LibsndfileError) as exc:
+        raise InputError(f"{path} is not a readable audio file ({exc}); give a WAV or FLAC recording") from exc
+    if data.shape[0] == 0:
+        raise InputError(f"{path} contains no audio samples")
+    return resample(data.mean(axis=1), file_rate, rate)
+
+
+def resample(audio: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
+    import soxr
+
+    audio = np.asarray(audio, dtype=np.float32)
+    if from_rate == to_rate:
+        return audio
+    return soxr.resample(audio, from_rate, to_rate).astype(np.float32)
+
+
+def write_wav(path: Path, audio: np.ndarray, rate: int) -> None:
+    """16-bit PCM mono WAV, the format every player and `aplay` take."""
+    import soundfile
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    soundfile.write(str(path), np.clip(audio, -1.0, 1.0), rate, subtype="PCM_16")

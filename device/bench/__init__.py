@@ -1,0 +1,1 @@
+"""`orin-avatar bench ...`: speed and memory, measured, never asserted by timed tests."""

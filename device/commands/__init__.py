@@ -1,0 +1,1 @@
+"""Sub-commands of `orin-avatar`; each module registers its parsers and runs them."""

@@ -1,0 +1,1 @@
+"""Model wrappers: domain inputs in, domain results out, a Runner underneath."""

@@ -1,0 +1,95 @@
+"""Moonshine base-en speech recognition: encoder once, then greedy decoding with a KV cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engines.runner import Runner
+
+RATE = 16000
+BOS, EOS = 1, 2
+TOKENS_PER_SECOND = 6.5  # Moonshine's own bound on output length; stops runaway repetition
+# Moonshine invents words ("2020, lost items...") for audio that starts on the first syllable;
+# the endpointer's pre-roll gives it silence in front, and this pad does for clips without one.
+# It also covers the encoder's minimum input of about 0.1 s.
+PAD = RATE // 4
+MAX_SECONDS = 30  # longer audio is transcribed in windows of this length
+SPACE = "\u2581"  # SentencePiece's word-boundary mark
+# Moonshine sometimes prefers ending before the first word of a long utterance (seen on a
+# resampled 10 s recording: EOS ahead by 0.5 logits); silence and noise put EOS ahead by 3 to 12.
+# A transcript is left empty only when EOS wins the first step by this clear margin.
+EMPTY_MARGIN = 2.0
+HEADS, HEAD_DIM = 8, 52  # Moonshine base attention layout (the KV cache shape)
+
+
+@dataclass(frozen=True)
+class Transcript:
+    text: str
+    tokens: tuple[int, ...]
+    audio_seconds: float
+
+
+def read_vocabulary(path: Path) -> list[bytes]:
+    """Moonshine's tokenizer.bin: token byte strings in id order, each prefixed by its length
+    (one byte, or two in little-endian base-128 when 128 or longer)."""
+    data = path.read_bytes()
+    tokens, i = [], 0
+    while i < len(data):
+        length = data[i]
+        i += 1
+        if length >= 128:
+            length = (length & 0x7F) | (data[i] << 7)
+            i += 1
+        tokens.append(data[i:i + length])
+        i += length
+    return tokens
+
+
+class SpeechRecognizer:
+    def __init__(self, encoder: Runner, decoder: Runner, vocabulary_path: Path) -> None:
+        self.encoder = encoder
+        self.decoder = decoder
+        self.vocabulary = read_vocabulary(vocabulary_path)
+        self._past_names = [n for n in decoder.input_names if n.startswith("past_key_values.")]
+
+    def transcribe(self, audio: np.ndarray) -> Transcript:
+        """Text of 16 kHz mono float32 audio."""
+        audio = np.asarray(audio, np.float32)
+        window = MAX_SECONDS * RATE
+        tokens: list[int] = []
+        for start in range(0, max(len(audio), 1), window):
+            tokens += self._decode(audio[start:start + window])
+        return Transcript(self.detokenize(tokens), tuple(tokens), len(audio) / RATE)
+
+    def detokenize(self, tokens: list[int]) -> str:
+        pieces = b"".join(self.vocabulary[t] for t in tokens if t < len(self.vocabulary) and t > EOS)
+        return pieces.decode("utf-8", errors="replace").replace(SPACE, " ").strip()
+
+    def _decode(self, audio: np.ndarray) -> list[int]:
+        audio = np.pad(audio, PAD)
+        hidden = self.encoder.infer({"input_values": audio[None, :]})["last_hidden_state"]
+        past = {name: np.zeros((1, HEADS, 0, HEAD_DIM), np.float32) for name in self._past_names}
+        tokens, last = [], BOS
+        for step in range(max(int(len(audio) / RATE * TOKENS_PER_SECOND), 8)):
+            out = self.decoder.infer({
+                "input_ids": np.array([[last]], np.int64),
+                "encoder_hidden_states": hidden,
+                "use_cache_branch": np.array([step > 0]),
+                **past,
+            })
+            logits = out["logits"][0, -1]
+            last = int(logits.argmax())
+            if last == EOS and step == 0 and logits[EOS] - np.delete(logits, EOS).max() < EMPTY_MARGIN:
+                last = int(np.delete(logits, EOS).argmax())
+                last += last >= EOS  # index in the full vocabulary
+            if last == EOS:
+                break
+            tokens.append(last)
+            for name in self._past_names:
+                # The cross-attention (encoder) cache is computed on the first step only.
+                if step == 0 or ".decoder." in name:
+                    past[name] = out[name.replace("past_key_values.", "present.")]
+        return tokens

@@ -1,0 +1,36 @@
+"""Each model wrapper assembled from the model store, with its runner(s)."""
+
+from __future__ import annotations
+
+from engines.backends import open_runner
+from engines.store.model_store import ModelStore
+
+from device.models.asr import SpeechRecognizer
+from device.models.faces import FaceDetector
+from device.models.text_encoder import TextEncoder
+from device.models.tts import SpeechSynthesizer
+from device.models.vad import VoiceActivityDetector
+
+MODEL_NAMES = ("vad", "asr", "tts", "face", "text")
+
+
+def load_vad(store: ModelStore, threads: int = 1) -> VoiceActivityDetector:
+    return VoiceActivityDetector(open_runner(store, "vad.onnx", threads))
+
+
+def load_asr(store: ModelStore, threads: int = 1) -> SpeechRecognizer:
+    return SpeechRecognizer(open_runner(store, "asr-encoder.onnx", threads),
+                            open_runner(store, "asr-decoder.onnx", threads),
+                            store.path("asr-tokenizer.bin"))
+
+
+def load_tts(store: ModelStore, threads: int = 1, variability: float = 1.0) -> SpeechSynthesizer:
+    return SpeechSynthesizer(open_runner(store, "tts.onnx", threads), store.path("tts.onnx.json"), variability=variability)
+
+
+def load_faces(store: ModelStore, threads: int = 1) -> FaceDetector:
+    return FaceDetector(open_runner(store, "face.onnx", threads))
+
+
+def load_text(store: ModelStore, threads: int = 1) -> TextEncoder:
+    return TextEncoder(open_runner(store, "text.onnx", threads), store.path("text-tokenizer.json"))

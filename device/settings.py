@@ -1,0 +1,89 @@
+"""Settings: frozen dataclasses per subsystem, loaded from one TOML file over an embedded default.
+
+The embedded `default.toml` is the single place defaults live (and documents every key); a user's
+file only overrides. Unknown sections or keys and wrong types are errors that name the file and key.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from engines.errors import OrinAvatarError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10 (JetPack 6)
+    import tomli as tomllib
+
+DEFAULT_FILE = Path(__file__).with_name("default.toml")
+SYSTEM_FILE = Path("/etc/orin-avatar/orin-avatar.toml")
+
+
+class SettingsError(OrinAvatarError):
+    """A settings file is unreadable or has a bad key or value."""
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    store: str  # model store directory; "" means the default location
+
+
+@dataclass(frozen=True)
+class CpuSettings:
+    threads: int  # ONNX Runtime intra-op threads per model
+
+    def __post_init__(self) -> None:
+        if self.threads < 1:
+            raise ValueError(f"threads must be 1 or more, got {self.threads}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    models: ModelSettings
+    cpu: CpuSettings
+
+
+_CLASSES = {"models": ModelSettings, "cpu": CpuSettings}
+
+
+def load_settings(path: Path | None = None) -> Settings:
+    """The default settings overlaid by `path` (or /etc/orin-avatar/orin-avatar.toml if present)."""
+    merged = _read(DEFAULT_FILE)
+    user = path if path is not None else (SYSTEM_FILE if SYSTEM_FILE.is_file() else None)
+    if user is not None:
+        for section, values in _read(user).items():
+            if section not in merged:
+                raise SettingsError(f"{user}: unknown section [{section}]; known: {', '.join(merged)}")
+            if not isinstance(values, dict):
+                raise SettingsError(f"{user}: '{section}' must be a [section] table")
+            for key, value in values.items():
+                _check_key(user, section, key, value, merged[section])
+                merged[section][key] = value
+    return Settings(**{name: _build(user or DEFAULT_FILE, name, merged[name]) for name in _CLASSES})
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise SettingsError(f"settings file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{path}: {exc}") from None
+
+
+def _check_key(path: Path, section: str, key: str, value: Any, defaults: dict[str, Any]) -> None:
+    if key not in defaults:
+        raise SettingsError(f"{path}: unknown key '{key}' in [{section}]; known: {', '.join(defaults)}")
+    expected = type(defaults[key])
+    if type(value) is not expected and not (expected is float and type(value) is int):
+        raise SettingsError(f"{path}: [{section}] {key} must be {expected.__name__}, got {value!r}")
+
+
+def _build(path: Path, section: str, values: dict[str, Any]):
+    try:
+        return _CLASSES[section](**values)
+    except ValueError as exc:
+        raise SettingsError(f"{path}: [{section}] {exc}") from None

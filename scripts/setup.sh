@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One-shot, idempotent set-up on a fresh Debian/Ubuntu machine (a Jetson with JetPack 6, or a PC):
+# apt packages, a virtual environment in .venv, the package, and the model store.
+# Usage: scripts/setup.sh [--test]   (--test adds the test tools and the text-encoder reference)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+with_test=0
+[ "${1:-}" = "--test" ] && with_test=1
+
+apt_packages=(python3-venv python3-dev build-essential pkg-config portaudio19-dev libsystemd-dev)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "==> installing apt packages: ${missing[*]}"
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "==> creating .venv with $(python3 --version)"
+  # --system-site-packages lets JetPack's TensorRT (python3-libnvinfer) be seen on a Jetson.
+  python3 -m venv --system-site-packages .venv
+fi
+pip=(.venv/bin/python -m pip -q --disable-pip-version-check)
+stamp=.venv/.installed-$(cat setup.py | sha256sum | cut -c1-16)-$with_test
+if [ ! -f "$stamp" ]; then
+  echo "==> installing orin-avatar into .venv"
+  "${pip[@]}" install -U pip
+  if [ $with_test = 1 ]; then
+    # torch==2.13.0 (CPU) only for the sentence-transformers reference in the tests.
+    "${pip[@]}" install "torch==2.13.0"
+    "${pip[@]}" install -e ".[test,reference]"
+  else
+    "${pip[@]}" install -e .
+  fi
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi
+
+echo "==> model store"
+.venv/bin/orin-avatar models download
+.venv/bin/orin-avatar models sync --wheelhouse "$(.venv/bin/python -c 'from engines.store.model_store import default_wheelhouse; print(default_wheelhouse())')"

@@ -1,0 +1,39 @@
+"""orin-avatar: the on-device runtime of talking-avatar kiosk robots on Jetson AGX Orin."""
+
+from setuptools import setup
+
+setup(
+    name="orin-avatar",
+    version="0.1.0",
+    description="Talking-avatar kiosk runtime for NVIDIA Jetson AGX Orin: TensorRT INT8 engines with CPU fallback",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Proprietary",
+    python_requires=">=3.10",
+    packages=["device", "device.bench", "device.commands", "device.models", "engines", "engines.store", "calibration"],
+    package_data={"device": ["default.toml", "samples/*"]},
+    install_requires=[
+        "numpy>=1.24",
+        "onnxruntime>=1.18",
+        "onnx>=1.16",
+        "onnxscript>=0.2",
+        "opencv-python>=4.8",
+        "pyaudio>=0.2.13",
+        "systemd-python>=235",
+        "piper-tts==1.8.0",  # espeak-ng phonemizer of the voice (GPL-3.0, used as a separate library)
+        "tokenizers>=0.15",
+        "safetensors>=0.4",
+        "tflite2onnx==0.4.1",
+        "soxr>=0.3",
+        "soundfile>=0.12",
+        "tomli>=2.0; python_version < '3.11'",
+    ],
+    extras_require={
+        # TensorRT itself comes from JetPack's apt packages (python3-libnvinfer); see README.
+        "jetson": ["pycuda>=2022.2"],
+        "test": ["pytest>=7", "scikit-image>=0.21"],
+        # The reference the text encoder is checked against; pulls torch (CPU), never needed on a robot.
+        "reference": ["sentence-transformers>=3.0"],
+    },
+    entry_points={"console_scripts": ["orin-avatar = device.cli:main"]},
+)

@@ -1,0 +1,46 @@
+"""The converted ONNX models compute what their sources compute."""
+
+import zipfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from engines.store.pins import WHEELS
+
+
+def _session(path):
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def test_moonshine_encoder_onnx_equals_the_ort_original(store, wheelhouse, beckett, tmp_path):
+    # ONNX Runtime runs .ort files natively: the original is the reference for our conversion.
+    pin = WHEELS["moonshine-cpp"]
+    member = "moonshine_cpp-0.1.4.data/purelib/moonshine_cpp/models/base-en/encoder_model.ort"
+    with zipfile.ZipFile(wheelhouse / pin.filename) as wheel:
+        original = wheel.extract(member, tmp_path)
+    feed = {"input_values": beckett[None, :48000]}
+    expected = _session(original).run(None, feed)[0]
+    converted = _session(store.path("asr-encoder.onnx")).run(None, feed)[0]
+    assert converted.shape == expected.shape
+    assert np.abs(converted - expected).max() < 1e-3
+
+
+def test_vad_has_no_sample_rate_input_and_matches_silero(store, wheelhouse, beckett, tmp_path):
+    pin = WHEELS["silero-vad"]
+    with zipfile.ZipFile(wheelhouse / pin.filename) as wheel:
+        original = wheel.extract("silero_vad/data/silero_vad.onnx", tmp_path)
+    ours = _session(store.path("vad.onnx"))
+    assert [i.name for i in ours.get_inputs()] == ["input", "state"]
+    state = np.zeros((2, 1, 128), np.float32)
+    window = beckett[16000:16576][None, :]
+    expected = _session(original).run(None, {"input": window, "state": state, "sr": np.array(16000, np.int64)})
+    got = ours.run(None, {"input": window, "state": state})
+    assert np.allclose(got[0], expected[0], atol=1e-5) and np.allclose(got[1], expected[1], atol=1e-5)
+
+
+def test_onnx_files_pass_the_checker_with_opset_13_or_later(store):
+    for name in ("vad.onnx", "face.onnx", "text.onnx", "tts.onnx"):
+        model = onnx.load(str(store.path(name)), load_external_data=False)
+        onnx.checker.check_model(model)
+        assert max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) >= 13, name
