@@ -8,7 +8,7 @@ setup-test:
 	scripts/setup.sh --test
 
 demo: setup
-	scripts/demo.sh
+	.venv/bin/orin-avatar demo --out out
 
 test: setup-test
 	.venv/bin/python -m pytest -q tests

@@ -10,8 +10,8 @@ setup(
     long_description_content_type="text/markdown",
     license="Proprietary",
     python_requires=">=3.10",
-    packages=["device", "device.bench", "device.commands", "device.models", "engines", "engines.store", "calibration"],
-    package_data={"device": ["default.toml", "samples/*"]},
+    packages=["device", "device.bench", "device.commands", "device.conversation", "device.models", "device.sound", "engines", "engines.store", "calibration"],
+    package_data={"device": ["default.toml", "samples/*.jpg", "samples/visit/*", "knowledge/*.toml"]},
     install_requires=[
         "numpy>=1.24",
         "onnxruntime>=1.18",

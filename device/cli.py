@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engines.errors import OrinAvatarError
 
-from device.commands import debug, models
+from device.commands import conversation, debug, models
 from device.bench import models as bench_models
 
 
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, help="CPU threads per model (overrides [cpu] threads)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    conversation.register(commands)
     models.register(commands)
     debug.register(commands)
     bench = commands.add_parser("bench", help="measure speed and memory")

@@ -7,11 +7,16 @@ file only overrides. Unknown sections or keys and wrong types are errors that na
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, fields
+import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engines.errors import OrinAvatarError
+
+from device.conversation.dialogue import DialogueSettings
+from device.conversation.endpointer import EndpointSettings
+from device.conversation.llm import LlmSettings
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -41,12 +46,31 @@ class CpuSettings:
 
 
 @dataclass(frozen=True)
+class SpeechSettings:
+    """[tts] in the settings file."""
+
+    variability: float  # 0 = the same audio for the same sentence, 1 = the voice's own variation
+    length_scale: float  # above 1 speaks slower
+    cache: bool  # keep synthesized sentences; prepare the knowledge base's answers at start
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.variability <= 1:
+            raise ValueError(f"variability must be between 0 and 1, got {self.variability}")
+        if not 0.5 <= self.length_scale <= 2:
+            raise ValueError(f"length_scale must be between 0.5 and 2, got {self.length_scale}")
+
+
+@dataclass(frozen=True)
 class Settings:
     models: ModelSettings
     cpu: CpuSettings
+    endpoint: EndpointSettings
+    dialogue: DialogueSettings
+    tts: SpeechSettings
+    llm: LlmSettings
 
 
-_CLASSES = {"models": ModelSettings, "cpu": CpuSettings}
+_CLASSES = typing.get_type_hints(Settings)
 
 
 def load_settings(path: Path | None = None) -> Settings:

@@ -24,8 +24,9 @@ def load_asr(store: ModelStore, threads: int = 1) -> SpeechRecognizer:
                             store.path("asr-tokenizer.bin"))
 
 
-def load_tts(store: ModelStore, threads: int = 1, variability: float = 1.0) -> SpeechSynthesizer:
-    return SpeechSynthesizer(open_runner(store, "tts.onnx", threads), store.path("tts.onnx.json"), variability=variability)
+def load_tts(store: ModelStore, threads: int = 1, variability: float = 1.0, length_scale: float = 1.0) -> SpeechSynthesizer:
+    return SpeechSynthesizer(open_runner(store, "tts.onnx", threads), store.path("tts.onnx.json"),
+                             length_scale=length_scale, variability=variability)
 
 
 def load_faces(store: ModelStore, threads: int = 1) -> FaceDetector:

@@ -1,0 +1,73 @@
+"""`orin-avatar ask` (dialogue only) and `orin-avatar demo` (a whole visit through the pipeline)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from device.audio_file import write_wav
+from device.commands.context import print_json, settings_of, store_of, threads_of
+from device.conversation.assembly import build_conversation, build_dialogue
+from device.conversation.report import turn_report, print_turn_table
+from device.conversation.visit import bundled_questions, play_visit
+from device.sound.speakers import RecordingSpeaker
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    ask = commands.add_parser("ask", help="the dialogue's answer to a typed question (intent, score, answer)")
+    ask.add_argument("question")
+    ask.add_argument("--json", action="store_true", help="print JSON")
+    ask.set_defaults(run=_ask)
+
+    demo = commands.add_parser("demo", help="a bundled visitor conversation through the real pipeline on the CPU")
+    demo.add_argument("--out", type=Path, default=Path("out"), help="directory for the reply audio and latency.json (default out/)")
+    demo.set_defaults(run=_demo)
+
+
+def _ask(args: argparse.Namespace) -> int:
+    dialogue = build_dialogue(settings_of(args), store_of(args), threads_of(args))
+    answer = dialogue.answer(args.question)
+    ranking = dialogue.rank(args.question)[:3]
+    if args.json:
+        print_json({"question": args.question, "intent": answer.intent, "score": round(answer.score, 3),
+                    "source": answer.source, "answer": answer.text,
+                    "ranking": [{"intent": i, "score": round(s, 3)} for i, s in ranking]})
+    else:
+        print(f"intent: {answer.intent} (score {answer.score:.2f}, {answer.source})")
+        print(f"answer: {answer.text}")
+        print("closest: " + ", ".join(f"{i} {s:.2f}" for i, s in ranking))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    settings, store, threads = settings_of(args), store_of(args), threads_of(args)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    print("loading models...", file=sys.stderr, flush=True)
+    speakers: list[RecordingSpeaker] = []
+    conversation = build_conversation(settings, store, threads,
+                                      lambda rate: speakers.append(RecordingSpeaker(rate, realtime=True)) or speakers[-1])
+    questions = bundled_questions()
+    print(f"playing {len(questions)} spoken questions in real time...", file=sys.stderr, flush=True)
+    try:
+        play_visit(conversation, questions, realtime=True)
+    finally:
+        conversation.close()
+        speakers[0].close()
+    turns = [turn_report(t) for t in conversation.turns]
+    for turn, report in zip(conversation.turns, turns):
+        if turn.chunks:
+            write_wav(out / f"reply-{turn.id}.wav", turn.reply_audio, turn.chunks[0].sample_rate)
+            report["audio"] = f"reply-{turn.id}.wav"
+    rate = speakers[0].sample_rate
+    write_wav(out / "replies.wav", np.concatenate([t.reply_audio for t in conversation.turns]), rate)
+    (out / "latency.json").write_text(json.dumps({"threads": threads, "hangover_ms": settings.endpoint.hangover_ms,
+                                                   "turns": turns}, indent=2) + "\n")
+    print_turn_table(turns, expected=[q.intent for q in questions])
+    print(f"wrote {out}/latency.json, {out}/replies.wav and one reply-N.wav per answer")
+    fits = len(turns) == len(questions) and all(t["intent"] == q.intent for t, q in zip(turns, questions))
+    return 0 if fits else 1

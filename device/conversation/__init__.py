@@ -1,0 +1,1 @@
+"""The turn loop: microphone frames -> endpoint -> ASR -> dialogue -> streamed speech and visemes."""

@@ -1,0 +1,105 @@
+"""Choosing the answer: built-in intents, the operator's knowledge base, an optional LLM.
+
+Questions are matched by meaning: the text encoder embeds every example question once, and a
+visitor's question goes to the intent of its most similar example. Below the confidence
+threshold the avatar asks the visitor to rephrase.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Callable
+
+
+from device.conversation.knowledge import Intent
+from device.conversation.llm import LlmClient
+from device.models.text_encoder import TextEncoder
+
+STOP, REPEAT, REPHRASE = "stop", "repeat", "rephrase"
+REPHRASE_ANSWER = "Sorry, I did not catch that. Could you ask me in another way?"
+
+# Built-ins whose answers the code makes; greeting and goodbye are ordinary answers.
+BUILTINS = (
+    Intent("greeting", ("Hello!", "Hi there.", "Good morning.", "Hey robot."), "Hello! How can I help you?"),
+    Intent("goodbye", ("Goodbye.", "Bye, thank you!", "See you later.", "Thanks, that is all."),
+           "Goodbye, and enjoy your visit!"),
+    Intent(REPEAT, ("Can you repeat that?", "Say that again, please.", "What did you say?", "Pardon?"), ""),
+    Intent("time", ("What time is it?", "What is the time now?", "Do you know the time?"), ""),
+    Intent("date", ("What is the date today?", "What day is it today?", "Which day is it?"), ""),
+    Intent(STOP, ("Stop talking.", "Stop.", "Be quiet.", "That's enough.", "Shut up."), ""),
+)
+
+
+@dataclass(frozen=True)
+class Answer:
+    intent: str
+    score: float
+    text: str  # empty for 'stop'
+    source: str  # builtin | knowledge | llm | fallback
+
+
+@dataclass(frozen=True)
+class DialogueSettings:
+    """[dialogue] in the settings file."""
+
+    knowledge: str  # knowledge base TOML; "" is the embedded visitor-centre example
+    threshold: float  # cosine similarity below which the visitor is asked to rephrase
+
+    def __post_init__(self) -> None:
+        if not 0 < self.threshold < 1:
+            raise ValueError(f"threshold must be between 0 and 1, got {self.threshold}")
+
+
+class Dialogue:
+    def __init__(self, encoder: TextEncoder, intents: tuple[Intent, ...], settings: DialogueSettings,
+                 llm: LlmClient | None = None, clock: Callable[[], datetime.datetime] = datetime.datetime.now) -> None:
+        self.encoder = encoder
+        self.settings = settings
+        self.llm = llm
+        self.clock = clock
+        self.last_answer = ""
+        self._builtin_names = {i.name for i in BUILTINS}
+        self.load(intents)
+
+    def load(self, intents: tuple[Intent, ...]) -> None:
+        """Embed every example of the knowledge base (and the built-ins) once."""
+        self.intents = {i.name: i for i in (*BUILTINS, *intents)}
+        self._owners = [i.name for i in self.intents.values() for _ in i.examples]
+        self._examples = self.encoder.embed([e for i in self.intents.values() for e in i.examples])
+
+    def rank(self, question: str) -> list[tuple[str, float]]:
+        """Intents by their best example's similarity to the question, best first."""
+        scores = self._examples @ self.encoder.embed([question])[0]
+        best: dict[str, float] = {}
+        for owner, score in zip(self._owners, scores):
+            best[owner] = max(best.get(owner, -1.0), float(score))
+        return sorted(best.items(), key=lambda item: -item[1])
+
+    def answer(self, question: str) -> Answer:
+        intent, score = self.rank(question)[0]
+        if score >= self.settings.threshold and intent in self._builtin_names and intent not in ("greeting", "goodbye"):
+            return self._remember(Answer(intent, score, self._builtin(intent), "builtin"))
+        if self.llm is not None:
+            text = self.llm.answer(question)
+            if text:
+                return self._remember(Answer("llm", score, text, "llm"))
+        if score < self.settings.threshold:
+            return self._remember(Answer(REPHRASE, score, REPHRASE_ANSWER, "fallback"))
+        source = "builtin" if intent in self._builtin_names else "knowledge"
+        return self._remember(Answer(intent, score, self.intents[intent].answer, source))
+
+    def _builtin(self, intent: str) -> str:
+        now = self.clock()
+        if intent == "time":
+            return f"It is {now.strftime('%I:%M %p').lstrip('0')}."
+        if intent == "date":
+            return f"Today is {now.strftime('%A, %B')} {now.day}."
+        if intent == REPEAT:
+            return self.last_answer or "I have not said anything yet. How can I help you?"
+        return ""  # stop
+
+    def _remember(self, answer: Answer) -> Answer:
+        if answer.intent not in (REPEAT, STOP):
+            self.last_answer = answer.text
+        return answer

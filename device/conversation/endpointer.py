@@ -1,0 +1,118 @@
+"""Endpointing: VAD probabilities of 32 ms frames in, speech start / pause / utterance out.
+
+Speech starts after `onset` consecutive speech frames; the utterance ends after `hangover` of
+silence; a monologue is cut at `max_utterance_s`. The first silent frame after speech emits
+`SpeechPaused` so recognition can start speculatively while the hangover runs out, and
+`SpeechResumed` voids it if the visitor goes on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from device.conversation.messages import MIC_RATE, SpeechPaused, SpeechResumed, SpeechStarted, Utterance
+from device.models.vad import FRAME
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    """[endpoint] in the settings file (defaults in device/default.toml)."""
+
+    vad_threshold: float  # VAD probability that counts as speech
+    onset_ms: int  # speech this long starts an utterance
+    hangover_ms: int  # silence this long ends it
+    pre_roll_ms: int  # audio kept from before the speech start
+    max_utterance_s: float  # a longer utterance is cut here
+
+    def __post_init__(self) -> None:
+        if not 0 < self.vad_threshold < 1:
+            raise ValueError(f"vad_threshold must be between 0 and 1, got {self.vad_threshold}")
+        for key in ("onset_ms", "hangover_ms", "pre_roll_ms"):
+            if not 0 <= getattr(self, key) <= 5000:
+                raise ValueError(f"{key} must be between 0 and 5000 ms, got {getattr(self, key)}")
+        if not 1 <= self.max_utterance_s <= 60:
+            raise ValueError(f"max_utterance_s must be between 1 and 60 s, got {self.max_utterance_s}")
+
+    def frames(self, ms: float) -> int:
+        return max(1, round(ms / 1000 * MIC_RATE / FRAME))
+
+
+Event = SpeechStarted | SpeechPaused | SpeechResumed | Utterance
+
+
+class Endpointer:
+    def __init__(self, settings: EndpointSettings) -> None:
+        self.settings = settings
+        self._onset = settings.frames(settings.onset_ms)
+        self._hangover = settings.frames(settings.hangover_ms)
+        self._pre_roll = settings.frames(settings.pre_roll_ms)
+        self._max_frames = settings.frames(settings.max_utterance_s * 1000)
+        self.reset()
+
+    def reset(self) -> None:
+        self._frames: list[np.ndarray] = []  # pre-roll while idle, the utterance while speaking
+        self._first_frame = 0  # stream frame index of self._frames[0]
+        self._position = 0  # frames seen
+        self._speech_run = 0
+        self._silence_run = 0
+        self._speaking = False
+        self._last_speech = 0  # stream frame index after the last speech frame
+        self._speech_start = 0  # stream sample where the current speech began
+
+    @property
+    def speaking(self) -> bool:
+        return self._speaking
+
+    def push(self, frame: np.ndarray, probability: float) -> list[Event]:
+        """Feed one frame and its VAD probability; return what it decided."""
+        index = self._position
+        self._position += 1
+        self._frames.append(frame)
+        is_speech = probability >= self.settings.vad_threshold
+        if not self._speaking:
+            return self._idle(index, is_speech)
+        return self._in_speech(index, is_speech)
+
+    def _idle(self, index: int, is_speech: bool) -> list[Event]:
+        self._speech_run = self._speech_run + 1 if is_speech else 0
+        keep = self._pre_roll + self._speech_run
+        if len(self._frames) > keep:
+            drop = len(self._frames) - keep
+            del self._frames[:drop]
+            self._first_frame += drop
+        if self._speech_run < self._onset:
+            return []
+        self._speaking, self._silence_run = True, 0
+        self._last_speech = index + 1
+        self._speech_start = (index + 1 - self._speech_run) * FRAME
+        return [SpeechStarted(self._speech_start)]
+
+    def _in_speech(self, index: int, is_speech: bool) -> list[Event]:
+        events: list[Event] = []
+        if is_speech:
+            if self._silence_run:
+                events.append(SpeechResumed())
+            self._silence_run = 0
+            self._last_speech = index + 1
+        else:
+            self._silence_run += 1
+            if self._silence_run == 1:
+                events.append(SpeechPaused(self._audio_until(self._last_speech), self._last_speech * FRAME))
+        if self._silence_run >= self._hangover:
+            events.append(self._finish(index, truncated=False))
+        elif len(self._frames) >= self._max_frames:
+            events.append(self._finish(index, truncated=True))
+        return events
+
+    def _audio_until(self, frame_index: int) -> np.ndarray:
+        return np.concatenate(self._frames[: frame_index - self._first_frame])
+
+    def _finish(self, index: int, truncated: bool) -> Utterance:
+        end = index + 1 if truncated else self._last_speech
+        utterance = Utterance(self._audio_until(end), self._speech_start, end * FRAME, (index + 1) * FRAME, truncated)
+        position = self._position
+        self.reset()
+        self._position = self._first_frame = position
+        return utterance

@@ -1,0 +1,114 @@
+"""The small typed messages the conversation stages pass to each other.
+
+Sample positions are in the stream's own clock: microphone samples at 16 kHz for what the visitor
+says, speaker samples at the voice's rate for what the robot says. An interruption is a message too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MIC_RATE = 16000
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    sample: int  # first sample of speech (before the pre-roll)
+
+
+@dataclass(frozen=True)
+class SpeechPaused:
+    """The first silence after speech: the cue for speculative recognition."""
+
+    audio: np.ndarray  # the utterance so far, pre-roll included
+    speech_end: int  # sample just after the last speech frame
+
+
+@dataclass(frozen=True)
+class SpeechResumed:
+    """The visitor went on talking: a speculative result is void."""
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """A finished utterance, decided by the endpointer."""
+
+    audio: np.ndarray  # 16 kHz mono float32, pre-roll included, trailing silence excluded
+    speech_start: int
+    speech_end: int  # sample just after the last speech frame
+    decided: int  # sample at which the endpoint was decided (speech_end + hangover)
+    truncated: bool = False  # cut at the maximum utterance length
+
+    @property
+    def seconds(self) -> float:
+        return (self.speech_end - self.speech_start) / MIC_RATE
+
+
+@dataclass(frozen=True)
+class Reply:
+    turn: int
+    intent: str
+    score: float
+    text: str
+    source: str = "knowledge"  # knowledge | builtin | llm | fallback
+
+
+@dataclass(frozen=True)
+class Viseme:
+    """A mouth shape from `sample` on, in speaker samples since the start of the reply."""
+
+    sample: int
+    shape: str
+
+
+@dataclass(frozen=True)
+class ReplyChunk:
+    """One synthesized sentence of a reply, ready for the speaker."""
+
+    turn: int
+    index: int
+    text: str
+    audio: np.ndarray
+    sample_rate: int
+    start: int  # first sample of this chunk within the reply
+    visemes: tuple[Viseme, ...]
+    last: bool
+
+
+@dataclass(frozen=True)
+class Interrupt:
+    """Stop speaking now: cancel synthesis, flush the speaker."""
+
+    reason: str
+
+
+@dataclass
+class TurnTimings:
+    """Monotonic seconds of each step of one turn; fields are None until reached."""
+
+    turn: int
+    speech_end: float | None = None  # when the last speech sample arrived
+    endpoint: float | None = None  # when the endpoint was decided
+    asr_done: float | None = None
+    dialogue_done: float | None = None
+    first_chunk: float | None = None  # first TTS chunk synthesized
+    first_audio: float | None = None  # first reply sample handed to the speaker
+    speculative_hit: bool = False
+    extra: dict = field(default_factory=dict)
+
+    def stages_ms(self) -> dict[str, float | None]:
+        """Durations in ms: each stage from the previous mark, and the whole turn."""
+        def span(a, b):
+            return None if a is None or b is None else round((b - a) * 1000, 1)
+
+        return {
+            "endpoint": span(self.speech_end, self.endpoint),
+            "asr": span(self.endpoint, self.asr_done),
+            "dialogue": span(self.asr_done, self.dialogue_done),
+            "first_chunk": span(self.dialogue_done, self.first_chunk),
+            "first_audio": span(self.first_chunk, self.first_audio),
+            "processing": span(self.endpoint, self.first_audio),
+            "turn": span(self.speech_end, self.first_audio),
+        }

@@ -1,0 +1,39 @@
+"""Turn records as the JSON and tables that `demo` and `bench turn` print."""
+
+from __future__ import annotations
+
+from device.conversation.turn_loop import Turn
+
+STAGES = ("endpoint", "asr", "dialogue", "first_chunk", "first_audio", "processing", "turn")
+
+
+def turn_report(turn: Turn) -> dict:
+    answer = turn.answer
+    return {
+        "turn": turn.id,
+        "transcript": turn.transcript,
+        "intent": answer.intent if answer else None,
+        "score": round(answer.score, 3) if answer else None,
+        "source": answer.source if answer else None,
+        "answer": answer.text if answer else None,
+        "ignored": turn.ignored or None,
+        "interrupted": turn.interrupted,
+        "utterance_s": round(turn.utterance.seconds, 3),
+        "speculative_asr_hit": turn.timings.speculative_hit,
+        "reply_chunks": len(turn.chunks),
+        "reply_s": round(sum(len(c.audio) for c in turn.chunks) / turn.chunks[0].sample_rate, 3) if turn.chunks else 0.0,
+        "visemes": [[v.sample, v.shape] for c in turn.chunks for v in c.visemes],
+        "ms": turn.timings.stages_ms(),
+    }
+
+
+def print_turn_table(turns: list[dict], expected: list[str] | None = None) -> None:
+    print(f"{'#':>2} {'heard':<40} {'intent':<15} " + " ".join(f"{s:>11}" for s in STAGES))
+    for i, t in enumerate(turns):
+        intent = f"({t['ignored']})" if t["ignored"] else t["intent"] or "-"
+        if expected and i < len(expected) and expected[i] and t["intent"] != expected[i]:
+            intent += f" (expected {expected[i]})"
+        cells = " ".join(f"{'-' if t['ms'][s] is None else t['ms'][s]:>11}" for s in STAGES)
+        print(f"{t['turn']:>2} {t['transcript'][:40]:<40} {intent:<15} {cells}")
+    print("ms: endpoint = last speech sample -> endpoint decided (the hangover); processing = endpoint -> "
+          "first reply sample at the speaker; turn = last speech sample -> first reply sample")

@@ -1,0 +1,177 @@
+"""The turn loop: frames in; transcripts, answers, reply audio and timings out.
+
+Threads and what each owns:
+- the caller feeds microphone frames (`feed`): VAD and the endpointer run there (well under 1 ms a
+  frame), so nothing heavy ever sits in the capture path;
+- `asr`: one recognition at a time, started speculatively at the first silence after speech so it
+  runs while the hangover elapses; a result whose audio the visitor then extended is dropped;
+- `turns`: waits for each utterance's transcript, asks the dialogue, starts the reply;
+- `speech`: synthesizes the reply sentence by sentence and hands chunks to the speaker.
+While the robot speaks, only "stop" is acted on (the microphone also hears the robot itself).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from device.conversation.dialogue import STOP, Answer, Dialogue
+from device.conversation.endpointer import Endpointer, EndpointSettings
+from device.conversation.messages import Interrupt, ReplyChunk, SpeechPaused, SpeechResumed, TurnTimings, Utterance
+from device.conversation.speech_out import SpeechOut
+from device.models.asr import SpeechRecognizer, Transcript
+from device.models.vad import FRAME, VoiceActivityDetector
+from device.sound.speakers import Speaker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Turn:
+    """Everything about one visitor utterance and the robot's reply."""
+
+    id: int
+    utterance: Utterance
+    timings: TurnTimings
+    transcript: str = ""
+    answer: Answer | None = None
+    chunks: list[ReplyChunk] = field(default_factory=list)
+    ignored: str = ""  # why no reply was given, if none was
+    interrupted: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def reply_audio(self) -> np.ndarray:
+        return np.concatenate([c.audio for c in self.chunks]) if self.chunks else np.zeros(0, np.float32)
+
+
+class Conversation:
+    def __init__(self, vad: VoiceActivityDetector, asr: SpeechRecognizer, dialogue: Dialogue, speech: SpeechOut,
+                 speaker: Speaker, endpoint: EndpointSettings) -> None:
+        self.vad = vad
+        self.asr = asr
+        self.dialogue = dialogue
+        self.speech = speech
+        self.speaker = speaker
+        self.endpointer = Endpointer(endpoint)
+        self.turns: list[Turn] = []
+        self._frame = 0
+        self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
+        self._speculative: tuple[int, Future[Transcript]] | None = None
+        self._asr_pool = ThreadPoolExecutor(1, thread_name_prefix="asr")
+        self._speech_pool = ThreadPoolExecutor(1, thread_name_prefix="speech")
+        self._pending: queue.Queue[tuple[Turn, Future[Transcript]] | None] = queue.Queue()
+        self._replying = threading.Event()
+        self._cancel = threading.Event()
+        self._turn_thread = threading.Thread(target=self._turns, name="turns", daemon=True)
+        self._turn_thread.start()
+
+    # --- the caller's side: frames in -------------------------------------------------------
+
+    def feed(self, frame: np.ndarray) -> None:
+        """One 512-sample frame of 16 kHz mono float32 audio, as it arrives."""
+        self._arrivals.append(time.monotonic())
+        self._frame += 1
+        for event in self.endpointer.push(frame, self.vad.probability(frame)):
+            if isinstance(event, SpeechPaused):
+                self._speculative = (event.speech_end, self._asr_pool.submit(self.asr.transcribe, event.audio))
+            elif isinstance(event, SpeechResumed):
+                self._speculative = None
+            elif isinstance(event, Utterance):
+                self._submit(event)
+
+    def idle(self) -> bool:
+        """No utterance being heard, recognised or answered, and the speaker silent."""
+        return (not self.endpointer.speaking and self._pending.empty() and not self._replying.is_set()
+                and not self.speaker.busy and all(t.done.is_set() for t in self.turns))
+
+    def interrupt(self, message: Interrupt) -> None:
+        log.info("interrupt: %s", message.reason)
+        self._cancel.set()
+        self.speaker.stop()
+
+    def close(self) -> None:
+        self._pending.put(None)
+        self._turn_thread.join(timeout=30)
+        self._asr_pool.shutdown(wait=True)
+        self._speech_pool.shutdown(wait=True)
+
+    def _submit(self, utterance: Utterance) -> None:
+        now = time.monotonic()
+        timings = TurnTimings(turn=len(self.turns) + 1, endpoint=now,
+                              speech_end=self._arrival_of(utterance.speech_end // FRAME - 1))
+        speculative = self._speculative
+        self._speculative = None
+        if speculative is not None and speculative[0] == utterance.speech_end:
+            future, timings.speculative_hit = speculative[1], True
+        else:
+            future = self._asr_pool.submit(self.asr.transcribe, utterance.audio)
+        turn = Turn(timings.turn, utterance, timings)
+        self.turns.append(turn)
+        self._pending.put((turn, future))
+
+    def _arrival_of(self, frame: int) -> float:
+        back = self._frame - 1 - frame
+        return self._arrivals[-1 - back] if 0 <= back < len(self._arrivals) else self._arrivals[0]
+
+    # --- the turns thread --------------------------------------------------------------------
+
+    def _turns(self) -> None:
+        while (item := self._pending.get()) is not None:
+            turn, future = item
+            try:
+                self._take_turn(turn, future)
+            except Exception:  # one bad turn must not end the conversation
+                log.exception("turn %d failed", turn.id)
+                turn.ignored = "error"
+                turn.done.set()
+
+    def _take_turn(self, turn: Turn, future: Future[Transcript]) -> None:
+        turn.transcript = future.result().text
+        turn.timings.asr_done = time.monotonic()
+        if not turn.transcript:
+            turn.ignored = "no words recognised"
+            turn.done.set()
+            return
+        answer = self.dialogue.answer(turn.transcript)
+        turn.answer = answer
+        turn.timings.dialogue_done = time.monotonic()
+        if answer.intent == STOP:
+            self.interrupt(Interrupt("the visitor asked to stop"))
+            turn.done.set()
+        elif self._replying.is_set() or self.speaker.busy:
+            turn.ignored = "heard while speaking"
+            turn.done.set()
+        else:
+            self._replying.set()
+            self._cancel = threading.Event()
+            self._speech_pool.submit(self._reply, turn, self._cancel)
+        log.info("turn %d: %r -> %s (%.2f, %s)", turn.id, turn.transcript, answer.intent, answer.score, answer.source)
+
+    # --- the speech thread -------------------------------------------------------------------
+
+    def _reply(self, turn: Turn, cancel: threading.Event) -> None:
+        try:
+            for chunk in self.speech.chunks(turn.id, turn.answer.text, cancel):
+                if cancel.is_set():
+                    break
+                if not turn.chunks:
+                    turn.timings.first_chunk = time.monotonic()
+                self.speaker.play(chunk)
+                if not turn.chunks:
+                    turn.timings.first_audio = time.monotonic()
+                turn.chunks.append(chunk)
+            turn.interrupted = cancel.is_set()
+            while self.speaker.busy and not cancel.is_set():
+                self.speaker.wait_idle(0.05)
+            turn.interrupted = cancel.is_set()
+        finally:
+            self._replying.clear()
+            turn.done.set()

@@ -1,0 +1,53 @@
+"""Phonemes to mouth shapes (visemes), timed in speaker samples for the avatar.
+
+Piper's phonemes are espeak-ng IPA split into code points; stress and length marks carry no shape
+of their own and extend the shape before them.
+"""
+
+from __future__ import annotations
+
+from device.conversation.messages import Viseme
+from device.models.tts import PhonemeTiming
+
+REST = "rest"
+SHAPES = ("rest", "AI", "E", "I", "O", "U", "WQ", "MBP", "FV", "TH", "L", "S", "CONS")
+
+_GROUPS = {
+    "AI": "aɑæʌɐaɒ",
+    "E": "eɛəɜɚɝ",
+    "I": "iɪjy",
+    "O": "oɔ",
+    "U": "uʊ",
+    "WQ": "wʍ",
+    "MBP": "mbp",
+    "FV": "fv",
+    "TH": "θð",
+    "L": "lɫ",
+    "S": "szʃʒç",
+    "CONS": "tdkgnŋhɹrɾxʔcɡʤʧ",
+}
+_SHAPE_OF = {ch: shape for shape, chars in _GROUPS.items() for ch in chars}
+_SILENT = set("^$_ .,;:!?—-")
+
+
+def shape_of(phoneme: str) -> str | None:
+    """The viseme of one phoneme, REST for silence and punctuation, None for a modifier."""
+    if phoneme in _SILENT:
+        return REST
+    return _SHAPE_OF.get(phoneme)
+
+
+def viseme_timeline(phonemes: tuple[PhonemeTiming, ...], offset: int = 0) -> tuple[Viseme, ...]:
+    """Shape changes of a chunk, at `offset` + the phoneme's first sample; ends at rest."""
+    timeline: list[Viseme] = []
+    for p in phonemes:
+        shape = shape_of(p.phoneme)
+        if shape is None or p.length == 0:
+            continue
+        if not timeline or timeline[-1].shape != shape:
+            timeline.append(Viseme(offset + p.start, shape))
+    if phonemes:
+        end = offset + phonemes[-1].start + phonemes[-1].length
+        if not timeline or timeline[-1].shape != REST:
+            timeline.append(Viseme(end, REST))
+    return tuple(timeline)

@@ -1,0 +1,1 @@
+"""Microphones and speakers: the daemon's audio in and out."""

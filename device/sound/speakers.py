@@ -1,0 +1,117 @@
+"""Speakers: where reply chunks go, and the playback clock the avatar's mouth follows.
+
+`Speaker` owns its queue and its thread; `play` never blocks the caller, `stop` drops everything
+queued and what is left of the current chunk at once (an interruption), and `played` counts the
+samples actually played since the reply began, which is what lip-sync is scheduled on.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+import numpy as np
+
+from device.conversation.messages import ReplyChunk
+
+BLOCK_SECONDS = 0.02  # playback granularity: how soon a stop takes effect
+
+
+class Speaker:
+    """Base: subclasses write blocks of samples (`_write`), possibly blocking at the device's pace."""
+
+    def __init__(self, sample_rate: int) -> None:
+        self.sample_rate = sample_rate
+        self._queue: queue.Queue[ReplyChunk | None] = queue.Queue()
+        self._stop = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._lock = threading.Lock()
+        self._played = 0
+        self._pending = 0
+        self._thread = threading.Thread(target=self._run, name="speaker", daemon=True)
+        self._thread.start()
+
+    @property
+    def played(self) -> int:
+        """Samples of the current (or last) reply played so far."""
+        return self._played
+
+    @property
+    def busy(self) -> bool:
+        return not self._idle.is_set()
+
+    def play(self, chunk: ReplyChunk) -> None:
+        if chunk.sample_rate != self.sample_rate:
+            raise ValueError(f"chunk at {chunk.sample_rate} Hz for a speaker at {self.sample_rate} Hz")
+        with self._lock:
+            if chunk.index == 0:
+                self._stop.clear()
+            self._pending += 1
+            self._idle.clear()
+        self._queue.put(chunk)
+
+    def stop(self) -> None:
+        """Silence now; queued chunks are dropped."""
+        self._stop.set()
+        while True:
+            try:
+                if self._queue.get_nowait() is not None:
+                    self._done_one()
+            except queue.Empty:
+                break
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        return self._idle.wait(timeout)
+
+    def close(self) -> None:
+        self.stop()
+        self._queue.put(None)
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        block = max(1, int(self.sample_rate * BLOCK_SECONDS))
+        while (chunk := self._queue.get()) is not None:
+            if chunk.index == 0:
+                self._played = 0
+            for start in range(0, len(chunk.audio), block):
+                if self._stop.is_set():
+                    break
+                samples = chunk.audio[start:start + block]
+                self._write(samples)
+                self._played += len(samples)
+            self._done_one()
+
+    def _done_one(self) -> None:
+        with self._lock:
+            self._pending -= 1
+            if self._pending == 0:
+                self._idle.set()
+
+    def _write(self, samples: np.ndarray) -> None:
+        raise NotImplementedError
+
+
+class RecordingSpeaker(Speaker):
+    """Keeps what it plays (for the demo's files and for tests); `realtime` paces it like a
+    sound card so the playback clock advances as it would on the robot."""
+
+    def __init__(self, sample_rate: int, realtime: bool = False) -> None:
+        self.realtime = realtime
+        self.recorded: list[np.ndarray] = []
+        self._next = 0.0
+        super().__init__(sample_rate)
+
+    def _write(self, samples: np.ndarray) -> None:
+        if self.realtime:
+            now = time.monotonic()
+            self._next = max(self._next, now) + len(samples) / self.sample_rate
+            time.sleep(max(0.0, self._next - now - len(samples) / self.sample_rate))
+        self.recorded.append(samples)
+
+    def take(self) -> np.ndarray:
+        """Everything played since the last take."""
+        audio = np.concatenate(self.recorded) if self.recorded else np.zeros(0, np.float32)
+        self.recorded = []
+        return audio
