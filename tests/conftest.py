@@ -75,8 +75,8 @@ NUMBERS = {w: str(i) for i, w in enumerate(
 
 
 def words(text: str) -> list[str]:
-    """Lower-case words without punctuation, numbers as digits, for comparing transcripts."""
-    return [NUMBERS.get(w, w) for w in re.findall(r"[a-z0-9']+", text.lower())]
+    """Lower-case words without punctuation or hyphens ("to-morrow"), numbers as digits."""
+    return [NUMBERS.get(w, w) for w in re.findall(r"[a-z0-9']+", text.lower().replace("-", ""))]
 
 
 def skimage_bgr(name: str) -> np.ndarray:

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 
-from device.conversation.knowledge import Intent
+from device.conversation.knowledge import Intent, load_knowledge
 from device.conversation.llm import LlmClient
 from device.models.text_encoder import TextEncoder
 
 STOP, REPEAT, REPHRASE = "stop", "repeat", "rephrase"
+# Built-ins that act (tell the time, stop talking...) need a closer match than an answer does:
+# "Who won the game yesterday?" is 0.43 from "What day is it today?".
+ACTION_THRESHOLD = 0.6
 REPHRASE_ANSWER = "Sorry, I did not catch that. Could you ask me in another way?"
 
 # Built-ins whose answers the code makes; greeting and goodbye are ordinary answers.
@@ -60,26 +64,42 @@ class Dialogue:
         self.clock = clock
         self.last_answer = ""
         self._builtin_names = {i.name for i in BUILTINS}
+        self._actions = {i.name for i in BUILTINS if not i.answer}
         self.load(intents)
 
     def load(self, intents: tuple[Intent, ...]) -> None:
-        """Embed every example of the knowledge base (and the built-ins) once."""
-        self.intents = {i.name: i for i in (*BUILTINS, *intents)}
-        self._owners = [i.name for i in self.intents.values() for _ in i.examples]
-        self._examples = self.encoder.embed([e for i in self.intents.values() for e in i.examples])
+        """Embed every example of the knowledge base (and the built-ins) once, then swap the new
+        knowledge in as one unit, so a question asked meanwhile sees the old or the new, whole."""
+        by_name = {i.name: i for i in (*BUILTINS, *intents)}
+        owners = [i.name for i in by_name.values() for _ in i.examples]
+        examples = self.encoder.embed([e for i in by_name.values() for e in i.examples])
+        self._knowledge = (by_name, owners, examples)
+
+    def reload(self, path: Path | None) -> int:
+        """Re-read the knowledge base; on any error the current one stays and the error is raised."""
+        intents = load_knowledge(path)
+        self.load(intents)
+        return len(intents)
+
+    @property
+    def intents(self) -> dict[str, Intent]:
+        return self._knowledge[0]
 
     def rank(self, question: str) -> list[tuple[str, float]]:
         """Intents by their best example's similarity to the question, best first."""
-        scores = self._examples @ self.encoder.embed([question])[0]
+        _, owners, examples = self._knowledge
+        scores = examples @ self.encoder.embed([question])[0]
         best: dict[str, float] = {}
-        for owner, score in zip(self._owners, scores):
+        for owner, score in zip(owners, scores):
             best[owner] = max(best.get(owner, -1.0), float(score))
         return sorted(best.items(), key=lambda item: -item[1])
 
     def answer(self, question: str) -> Answer:
         intent, score = self.rank(question)[0]
-        if score >= self.settings.threshold and intent in self._builtin_names and intent not in ("greeting", "goodbye"):
-            return self._remember(Answer(intent, score, self._builtin(intent), "builtin"))
+        if intent in self._actions:
+            if score >= ACTION_THRESHOLD:
+                return self._remember(Answer(intent, score, self._builtin(intent), "builtin"))
+            score = min(score, self.settings.threshold - 1e-6)  # not close enough: no match
         if self.llm is not None:
             text = self.llm.answer(question)
             if text:

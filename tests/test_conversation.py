@@ -1,0 +1,142 @@
+"""The whole turn loop on spoken questions: recorded and synthesized, with pauses, noise, silence,
+a monologue, and a visitor who says stop."""
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from device.audio_file import resample
+from device.conversation.dialogue import Dialogue, DialogueSettings
+from device.conversation.endpointer import EndpointSettings
+from device.conversation.knowledge import load_knowledge
+from device.conversation.speech_out import SpeechOut
+from device.conversation.turn_loop import Conversation
+from device.conversation.visit import MicrophoneClock, Question, bundled_questions, play_visit
+from device.models.vad import FRAME
+from device.sound.speakers import RecordingSpeaker
+from tests.conftest import run_cli, words
+
+ENDPOINT = EndpointSettings(vad_threshold=0.5, onset_ms=64, hangover_ms=400, pre_roll_ms=256, max_utterance_s=15.0)
+
+
+@pytest.fixture
+def make_conversation(vad, asr, text_encoder, tts):
+    made = []
+
+    def make(realtime_speaker: bool = False, endpoint: EndpointSettings = ENDPOINT) -> Conversation:
+        dialogue = Dialogue(text_encoder, load_knowledge(), DialogueSettings(knowledge="", threshold=0.35))
+        speaker = RecordingSpeaker(tts.sample_rate, realtime=realtime_speaker)
+        conversation = Conversation(vad, asr, dialogue, SpeechOut(tts), speaker, endpoint)
+        made.append(conversation)
+        return conversation
+
+    yield make
+    for conversation in made:
+        conversation.close()
+        conversation.speaker.close()
+
+
+def spoken(tts, text: str) -> np.ndarray:
+    audio = np.concatenate([c.audio for c in tts.synthesize(text)])
+    return np.concatenate([np.zeros(4000, np.float32), resample(audio, tts.sample_rate, 16000) * 0.5])
+
+
+def test_bundled_visit_is_understood_and_answered_in_order(make_conversation):
+    conversation = make_conversation()
+    questions = bundled_questions()
+    play_visit(conversation, questions, realtime=False)
+    turns = conversation.turns
+    assert [words(t.transcript) for t in turns] == [words(q.text) for q in questions]
+    assert [t.answer.intent for t in turns] == [q.intent for q in questions]
+    assert all(t.timings.speculative_hit for t in turns)  # recognition started before the endpoint
+    for turn in turns:
+        assert [c.index for c in turn.chunks] == list(range(len(turn.chunks)))
+        assert turn.chunks[-1].last and not any(c.last for c in turn.chunks[:-1])
+        assert " ".join(c.text for c in turn.chunks) == turn.answer.text
+        starts = [c.start for c in turn.chunks]
+        assert starts == list(np.cumsum([0] + [len(c.audio) for c in turn.chunks[:-1]]))
+        assert not turn.interrupted
+    # Every sample of every reply reached the speaker, in order.
+    assert np.array_equal(conversation.speaker.take(), np.concatenate([t.reply_audio for t in turns]))
+
+
+def test_recorded_speech_in_hall_noise(make_conversation, beckett):
+    conversation = make_conversation()
+    question = Question(beckett[:int(2.9 * 16000)], "beckett")  # "Ever tried. Ever failed."
+    play_visit(conversation, [question], realtime=False, noise_db=-45)
+    heard = [w for t in conversation.turns for w in words(t.transcript)]
+    assert heard == ["ever", "tried", "ever", "failed"]  # two phrases, with a long pause between them
+    assert conversation.turns[0].answer.intent == "rephrase"  # not a kiosk question: asked politely again
+
+
+def test_synthesized_question_at_15_db_snr(make_conversation, tts):
+    conversation = make_conversation()
+    audio = spoken(tts, "Where can I buy tickets?")
+    rms = np.sqrt(np.mean(audio[4000:] ** 2))
+    play_visit(conversation, [Question(audio, "tickets")], realtime=False, noise_db=20 * np.log10(rms) - 15)
+    assert conversation.turns[0].answer.intent == "tickets"
+
+
+def test_silence_and_hiss_start_no_turn(make_conversation):
+    conversation = make_conversation()
+    rng = np.random.default_rng(1)
+    for frame in range(int(3 * 16000 / FRAME)):
+        conversation.feed(np.zeros(FRAME, np.float32) if frame % 2 else rng.normal(0, 0.01, FRAME).astype(np.float32))
+    assert conversation.turns == [] and conversation.idle()
+
+
+def test_a_thirty_second_monologue_is_bounded_and_answered(make_conversation, tts):
+    conversation = make_conversation()
+    story = " and ".join(["then I walked through the big hall and looked at all the paintings"] * 12)
+    monologue = spoken(tts, story)  # one run-on sentence without a pause long enough to end it
+    assert len(monologue) > 25 * 16000
+    play_visit(conversation, [Question(monologue, "monologue")], realtime=False)
+    first = conversation.turns[0]
+    assert first.utterance.truncated and first.utterance.seconds <= 15.0
+    assert first.answer is not None and first.answer.text  # a polite answer, no crash
+    assert all(t.done.is_set() for t in conversation.turns)
+
+
+def test_stop_cancels_synthesis_and_playback(make_conversation, tts):
+    conversation = make_conversation(realtime_speaker=True)
+    clock = MicrophoneClock(realtime=True)
+
+    def say(audio):
+        for start in range(0, len(audio) - FRAME + 1, FRAME):
+            clock.wait()
+            conversation.feed(audio[start:start + FRAME])
+
+    say(spoken(tts, "How much is a ticket?"))
+    silence = np.zeros(FRAME, np.float32)
+    while not conversation.turns or conversation.turns[0].timings.first_audio is None:
+        clock.wait()
+        conversation.feed(silence)
+    say(spoken(tts, "Stop talking."))
+    for _ in range(40):  # the endpoint and the stop take effect within the hangover and one ASR
+        clock.wait()
+        conversation.feed(silence)
+    first, stop = conversation.turns[0], conversation.turns[1]
+    assert stop.answer.intent == "stop"
+    assert first.done.wait(5) and first.interrupted
+    played = len(conversation.speaker.take())
+    reply = sum(len(c.audio) for c in first.chunks)
+    assert played < reply * 0.9  # cut off, not played to the end
+    time.sleep(0.3)
+    assert not conversation.speaker.busy and len(conversation.speaker.take()) == 0  # and stays silent
+
+
+def test_demo_writes_replies_and_latency(tmp_path):
+    result = run_cli("demo", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((tmp_path / "latency.json").read_text())
+    expected = [q.intent for q in bundled_questions()]
+    assert [t["intent"] for t in report["turns"]] == expected
+    for turn in report["turns"]:
+        assert (tmp_path / turn["audio"]).stat().st_size > 10000
+        assert set(turn["ms"]) == {"endpoint", "asr", "dialogue", "first_chunk", "first_audio", "processing", "turn"}
+        assert turn["ms"]["turn"] == pytest.approx(turn["ms"]["endpoint"] + turn["ms"]["processing"], abs=0.2)
+        assert turn["visemes"][-1][1] == "rest"
+    assert (tmp_path / "replies.wav").is_file()
