@@ -34,6 +34,7 @@ setup(
         "test": ["pytest>=7", "scikit-image>=0.21"],
         # The reference the text encoder is checked against; pulls torch (CPU), never needed on a robot.
         "reference": ["sentence-transformers>=3.0"],
+        "plot": ["matplotlib>=3.5"],  # bench turn --plot
     },
     entry_points={"console_scripts": ["orin-avatar = device.cli:main"]},
 )

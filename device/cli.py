@@ -11,6 +11,7 @@ from engines.errors import OrinAvatarError
 
 from device.commands import conversation, debug, models
 from device.bench import models as bench_models
+from device.bench import turn as bench_turn
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="measure speed and memory")
     bench_kinds = bench.add_subparsers(dest="bench", required=True, metavar="WHAT")
     bench_models.register(bench_kinds)
+    bench_turn.register(bench_kinds)
     return parser
 
 

@@ -33,7 +33,7 @@ if [ ! -f "$stamp" ]; then
   if [ $with_test = 1 ]; then
     # torch==2.13.0 (CPU) only for the sentence-transformers reference in the tests.
     "${pip[@]}" install "torch==2.13.0"
-    "${pip[@]}" install -e ".[test,reference]"
+    "${pip[@]}" install -e ".[test,reference,plot]"
   else
     "${pip[@]}" install -e .
   fi

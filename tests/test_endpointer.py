@@ -30,7 +30,7 @@ def test_utterance_with_pre_roll_ends_after_the_hangover():
     assert kinds == ["SpeechStarted", "SpeechPaused", "Utterance"]
     (_, started), (paused_at, paused), (ended_at, utterance) = events
     assert started.sample == 5 * FRAME
-    assert paused_at == 11 and paused.speech_end == 11 * FRAME
+    assert paused_at == 13 and paused.speech_end == 11 * FRAME  # after 96 ms (3 frames) of silence
     assert ended_at == 11 + 10 - 1  # the tenth silent frame (320 ms) decides
     assert frames_of(utterance) == list(range(1, 11))  # 4 frames (128 ms) of pre-roll, then the speech
     assert utterance.speech_start == 5 * FRAME and utterance.speech_end == 11 * FRAME
@@ -65,7 +65,12 @@ def test_settings_are_validated(key, value):
 
 
 def test_resumed_then_paused_carry_consistent_speech_ends():
-    events = run("SSS" + ".." + "SS" + "." * 12)
+    events = run("SSS" + "...." + "SS" + "." * 12)
     paused = [e for _, e in events if isinstance(e, SpeechPaused)]
-    assert [p.speech_end for p in paused] == [3 * FRAME, 7 * FRAME]
+    assert [p.speech_end for p in paused] == [3 * FRAME, 9 * FRAME]
     assert sum(isinstance(e, SpeechResumed) for _, e in events) == 1
+
+
+def test_a_dip_between_syllables_starts_no_speculation():
+    kinds = [type(e).__name__ for _, e in run("SSSS" + ".." + "SSSS" + "." * 12)]
+    assert kinds == ["SpeechStarted", "SpeechPaused", "Utterance"]

@@ -20,7 +20,7 @@ class SpeechStarted:
 
 @dataclass(frozen=True)
 class SpeechPaused:
-    """The first silence after speech: the cue for speculative recognition."""
+    """A short silence after speech: the cue for speculative recognition."""
 
     audio: np.ndarray  # the utterance so far, pre-roll included
     speech_end: int  # sample just after the last speech frame

@@ -31,6 +31,7 @@ class SpeechOut:
         self._cache: OrderedDict[str, SpeechChunk] = OrderedDict()
         self._lock = threading.Lock()
         self._tts_lock = threading.Lock()  # one synthesis at a time: the runner is not re-entrant
+        self._preparing: threading.Thread | None = None
 
     def chunks(self, turn: int, text: str, cancelled: threading.Event) -> Iterator[ReplyChunk]:
         """Sentence chunks of `text`; stops early when `cancelled` is set."""
@@ -44,17 +45,20 @@ class SpeechOut:
                              viseme_timeline(spoken.phonemes, start), index == len(sentences) - 1)
             start += len(spoken.audio)
 
-    def prepare(self, texts: list[str]) -> threading.Thread:
-        """Synthesize `texts` into the cache on a background thread (lowest priority work)."""
+    def prepare(self, texts: list[str]) -> None:
+        """Synthesize `texts` into the cache on a background thread."""
         def run() -> None:
             for text in texts:
                 for sentence in split_sentences(text):
                     self._sentence(sentence)
 
-        thread = threading.Thread(target=run, name="speech-cache", daemon=True)
         if self.cache_enabled:
-            thread.start()
-        return thread
+            self._preparing = threading.Thread(target=run, name="speech-cache", daemon=True)
+            self._preparing.start()
+
+    def wait_prepared(self, timeout: float | None = None) -> None:
+        if self._preparing is not None:
+            self._preparing.join(timeout)
 
     def _sentence(self, sentence: str) -> SpeechChunk:
         key = sentence

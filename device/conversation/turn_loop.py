@@ -3,7 +3,7 @@
 Threads and what each owns:
 - the caller feeds microphone frames (`feed`): VAD and the endpointer run there (well under 1 ms a
   frame), so nothing heavy ever sits in the capture path;
-- `asr`: one recognition at a time, started speculatively at the first silence after speech so it
+- `asr`: one recognition at a time, started speculatively at a short silence after speech so it
   runs while the hangover elapses; a result whose audio the visitor then extended is dropped;
 - `turns`: waits for each utterance's transcript, asks the dialogue, starts the reply;
 - `speech`: synthesizes the reply sentence by sentence and hands chunks to the speaker.
@@ -83,6 +83,8 @@ class Conversation:
             if isinstance(event, SpeechPaused):
                 self._speculative = (event.speech_end, self._asr_pool.submit(self.asr.transcribe, event.audio))
             elif isinstance(event, SpeechResumed):
+                if self._speculative is not None:
+                    self._speculative[1].cancel()  # only drops it if it has not started yet
                 self._speculative = None
             elif isinstance(event, Utterance):
                 self._submit(event)

@@ -1,0 +1,178 @@
+"""`orin-avatar bench turn`: turn latency and where it goes, on the bundled questions or a site's own.
+
+Each question goes through the same conversation the daemon runs (endpointing, speculative
+recognition, dialogue, cached or streamed speech), fed at the microphone's real pace so the
+hangover is real time, `--repeat` times. Stage times are consecutive spans, so they add up to
+the turn latency (last speech sample -> first reply sample at the speaker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from engines.errors import InputError
+
+from device.audio_file import read_audio
+from device.bench.stats import percentiles_ms
+from device.commands.context import settings_of, store_of, threads_of
+from device.conversation.assembly import build_conversation
+from device.conversation.report import turn_report
+from device.conversation.visit import Question, bundled_questions, play_visit
+from device.sound.speakers import RecordingSpeaker
+
+SPANS = ("endpoint", "asr", "dialogue", "first_chunk", "first_audio")  # consecutive; they sum to "turn"
+
+
+def register(kinds: argparse._SubParsersAction) -> None:
+    bench = kinds.add_parser("turn", help="turn latency per stage (p50/p95/p99) through the real pipeline")
+    bench.add_argument("--audio", type=Path, help="directory of WAV files, one visitor question each (default: the bundled visit)")
+    bench.add_argument("--repeat", type=int, default=3, help="times each question is asked (default 3)")
+    bench.add_argument("--json", type=Path, dest="json_out", metavar="FILE", help="write the report as JSON")
+    bench.add_argument("--plot", type=Path, metavar="FILE.png", help="stacked bars of where the time went (needs matplotlib)")
+    bench.add_argument("--compare", type=Path, metavar="FILE.json", help="print the ratio of each figure to an earlier report")
+    bench.add_argument("--no-cache", action="store_true", help="synthesize every answer (no speech cache)")
+    bench.set_defaults(run=_run)
+
+
+def site_questions(directory: Path) -> list[Question]:
+    files = sorted(p for p in directory.iterdir() if p.suffix.lower() in (".wav", ".flac"))
+    if not files:
+        raise InputError(f"{directory} has no .wav or .flac files; put one visitor question in each")
+    return [Question(read_audio(p), p.name) for p in files]
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.repeat < 1:
+        raise InputError("--repeat must be 1 or more")
+    if args.audio is not None and not args.audio.is_dir():
+        raise InputError(f"{args.audio} is not a directory of WAV files")
+    settings, store, threads = settings_of(args), store_of(args), threads_of(args)
+    if args.no_cache:
+        settings = dataclasses.replace(settings, tts=dataclasses.replace(settings.tts, cache=False))
+    questions = site_questions(args.audio) if args.audio else bundled_questions()
+    print(f"loading models ({threads} thread(s) per model)...", file=sys.stderr, flush=True)
+    speakers: list[RecordingSpeaker] = []
+    conversation = build_conversation(settings, store, threads, lambda rate: speakers.append(RecordingSpeaker(rate)) or speakers[-1])
+    conversation.speech.wait_prepared()  # measure turns, not the start-up synthesis competing for the CPU
+    try:
+        for round_ in range(args.repeat):
+            print(f"round {round_ + 1}/{args.repeat}: {len(questions)} question(s) in real time", file=sys.stderr, flush=True)
+            play_visit(conversation, questions, realtime=True)
+    finally:
+        conversation.close()
+        speakers[0].close()
+    report = build_report(questions, [turn_report(t) for t in conversation.turns], args.repeat, threads,
+                          settings.endpoint.hangover_ms, backends(conversation), settings.tts.cache)
+    print_report(report)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.json_out}")
+    if args.plot:
+        plot_report(report, args.plot)
+    if args.compare:
+        print_comparison(report, json.loads(args.compare.read_text()))
+    return 0
+
+
+def backends(conversation) -> dict[str, str]:
+    runners = {"vad": conversation.vad.runner, "asr-encoder": conversation.asr.encoder,
+               "asr-decoder": conversation.asr.decoder, "tts": conversation.speech.tts.runner,
+               "text": conversation.dialogue.encoder.runner}
+    return {name: runner.backend for name, runner in runners.items()}
+
+
+def build_report(questions: list[Question], turns: list[dict], repeat: int, threads: int, hangover_ms: int,
+                 backend_of: dict[str, str], cache: bool) -> dict:
+    per_question = []
+    answered = [t for t in turns if t["ms"]["turn"] is not None]
+    for i, question in enumerate(questions):
+        # Turns come in question order, round after round; a question may yield more than one turn
+        # (a long pause splits it), so match by the order of answered turns where counts agree.
+        mine = answered[i::len(questions)] if len(answered) == len(questions) * repeat else []
+        per_question.append({
+            "question": question.name,
+            "transcripts": sorted({t["transcript"] for t in mine}),
+            "intents": sorted({t["intent"] for t in mine}),
+            "ms": {s: _p(mine, s) for s in (*SPANS, "processing", "turn")},
+        })
+    return {
+        "device": _device(), "threads": threads, "hangover_ms": hangover_ms, "speech_cache": cache,
+        "backends": backend_of, "repeat": repeat, "turns_answered": len(answered), "turns_heard": len(turns),
+        "overall_ms": {s: _p(answered, s) for s in (*SPANS, "processing", "turn")},
+        "questions": per_question, "turns": turns,
+    }
+
+
+def _p(turns: list[dict], stage: str) -> dict | None:
+    values = [t["ms"][stage] / 1000 for t in turns if t["ms"][stage] is not None]
+    return percentiles_ms(values) if values else None
+
+
+def _device() -> str:
+    """The Jetson's model name, or the PC's CPU, so reports from different machines never mix."""
+    model = Path("/proc/device-tree/model")
+    if model.is_file():
+        return model.read_text().strip("\x00\n")
+    import os
+    import re
+
+    cpu = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
+    return f"{cpu.group(1).strip() if cpu else 'unknown CPU'}, {os.cpu_count()} cores"
+
+
+def print_report(report: dict) -> None:
+    print(f"device: {report['device']}; backends: " + ", ".join(f"{k}={v}" for k, v in report["backends"].items()))
+    print(f"{report['turns_answered']} turns answered of {report['turns_heard']} heard; hangover {report['hangover_ms']} ms; "
+          f"speech cache {'on' if report['speech_cache'] else 'off'}")
+    columns = (*SPANS, "processing", "turn")
+    print(f"{'question':<22} {'heard':<34} " + " ".join(f"{c:>11}" for c in columns) + "   (p50 ms)")
+    for q in report["questions"]:
+        cells = " ".join(f"{q['ms'][c]['p50'] if q['ms'][c] else '-':>11}" for c in columns)
+        print(f"{q['question'][:22]:<22} {' / '.join(q['transcripts'])[:34]:<34} {cells}")
+    for p in ("p50", "p95", "p99"):
+        cells = " ".join(f"{report['overall_ms'][c][p] if report['overall_ms'][c] else '-':>11}" for c in columns)
+        print(f"{'all turns ' + p:<57} {cells}")
+
+
+def plot_report(report: dict, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install orin-avatar[plot]); no plot written", file=sys.stderr)
+        return
+    questions = [q for q in report["questions"] if q["ms"]["turn"]]
+    figure, (bars, spread) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [3, 1]})
+    bottom = np.zeros(len(questions))
+    for span in SPANS:
+        values = np.array([q["ms"][span]["p50"] for q in questions])
+        bars.bar([q["question"] for q in questions], values, bottom=bottom, label=span.replace("_", " "))
+        bottom += values
+    bars.set_ylabel("ms (p50), last speech sample -> first reply sample")
+    bars.set_title(f"Where the time goes ({report['device']}, {report['threads']} thread(s))")
+    bars.tick_params(axis="x", rotation=30)
+    bars.legend()
+    spread.hist([t["ms"]["turn"] for t in report["turns"] if t["ms"]["turn"] is not None], bins=15, color="tab:gray")
+    spread.set_xlabel("turn latency, ms")
+    spread.set_title(f"{report['turns_answered']} turns")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+def print_comparison(report: dict, earlier: dict) -> None:
+    print("ratio to the earlier report (this / earlier; below 1 is faster):")
+    for stage in (*SPANS, "processing", "turn"):
+        now, then = report["overall_ms"].get(stage), earlier.get("overall_ms", {}).get(stage)
+        if now and then and then["p50"]:
+            print(f"  {stage:<12} p50 {now['p50'] / then['p50']:.2f}   p95 {now['p95'] / max(then['p95'], 1e-9):.2f}")
+    if earlier.get("backends") != report["backends"]:
+        print(f"  backends differ: earlier {earlier.get('backends')}, now {report['backends']}")

@@ -1,0 +1,49 @@
+"""`bench turn --audio DIR` on a site's own recordings: structure, arithmetic, transcripts."""
+
+import json
+
+import numpy as np
+import soundfile
+
+from device.audio_file import resample
+from tests.conftest import run_cli, words
+
+
+def test_bench_turn_on_a_directory_of_recorded_and_synthesized_questions(tmp_path, beckett, tts):
+    questions = tmp_path / "site"
+    questions.mkdir()
+    # A real recording at 44.1 kHz stereo, and a synthesized question at 22.05 kHz mono.
+    phrase = resample(np.concatenate([np.zeros(4000, np.float32), beckett[:int(1.5 * 16000)]]), 16000, 44100)
+    soundfile.write(questions / "a-recorded.wav", np.stack([phrase, phrase], axis=1), 44100)
+    asked = np.concatenate([c.audio for c in tts.synthesize("Is there a cafe in the building?")]) * 0.5
+    soundfile.write(questions / "b-synthesized.wav", np.concatenate([np.zeros(6000, np.float32), asked]), 22050)
+    (questions / "notes.txt").write_text("not audio, ignored")
+
+    report_path, plot_path = tmp_path / "report.json", tmp_path / "plot.png"
+    result = run_cli("bench", "turn", "--audio", str(questions), "--repeat", "2", "--json", str(report_path),
+                     "--plot", str(plot_path))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(report_path.read_text())
+    assert report["turns_answered"] == 4 and report["repeat"] == 2
+    assert set(report["backends"]) == {"vad", "asr-encoder", "asr-decoder", "tts", "text"}
+    assert all(b == "onnxruntime-cpu" for b in report["backends"].values())
+    by_name = {q["question"]: q for q in report["questions"]}
+    assert [words(t) for t in by_name["a-recorded.wav"]["transcripts"]] == [["ever", "tried"]]
+    assert [words(t) for t in by_name["b-synthesized.wav"]["transcripts"]] == [["is", "there", "a", "cafe", "in", "the", "building"]]
+    assert by_name["b-synthesized.wav"]["intents"] == ["food"]
+    for turn in report["turns"]:
+        spans = [turn["ms"][s] for s in ("endpoint", "asr", "dialogue", "first_chunk", "first_audio")]
+        assert abs(sum(spans) - turn["ms"]["turn"]) < 0.5  # the stages add up to the turn latency
+        assert turn["ms"]["endpoint"] > 300  # the 400 ms hangover is inside the turn, as the visitor waits it
+    overall = report["overall_ms"]["turn"]
+    assert overall["runs"] == 4 and overall["p50"] <= overall["p95"] <= overall["p99"]
+    assert plot_path.stat().st_size > 10000 and plot_path.read_bytes()[:4] == b"\x89PNG"
+
+    result = run_cli("bench", "turn", "--audio", str(questions), "--repeat", "1", "--compare", str(report_path))
+    assert result.returncode == 0, result.stderr
+    assert "ratio to the earlier report" in result.stdout and "turn" in result.stdout
+
+
+def test_bench_turn_refuses_an_empty_directory(tmp_path):
+    result = run_cli("bench", "turn", "--audio", str(tmp_path))
+    assert result.returncode == 2 and "no .wav or .flac files" in result.stderr
