@@ -11,7 +11,8 @@ setup(
     license="Proprietary",
     python_requires=">=3.10",
     packages=["device", "device.bench", "device.commands", "device.conversation", "device.models", "device.sound", "engines", "engines.store", "calibration"],
-    package_data={"device": ["default.toml", "samples/*.jpg", "samples/visit/*", "knowledge/*.toml"]},
+    package_data={"device": ["default.toml", "samples/*.jpg", "samples/visit/*", "knowledge/*.toml"],
+                  "calibration": ["tables/*.json"]},
     install_requires=[
         "numpy>=1.24",
         "onnxruntime>=1.18",

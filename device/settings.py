@@ -14,6 +14,8 @@ from typing import Any
 
 from engines.errors import OrinAvatarError
 
+from engines.engine_manager import EngineSettings
+
 from device.conversation.dialogue import DialogueSettings
 from device.conversation.endpointer import EndpointSettings
 from device.conversation.llm import LlmSettings
@@ -68,6 +70,7 @@ class Settings:
     dialogue: DialogueSettings
     tts: SpeechSettings
     llm: LlmSettings
+    engines: EngineSettings
 
 
 _CLASSES = typing.get_type_hints(Settings)

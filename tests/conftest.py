@@ -20,10 +20,6 @@ from device.models import catalog
 REPO = Path(__file__).resolve().parent.parent
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "jetson: needs real TensorRT and CUDA (run on an Orin: pytest -m jetson)")
-
-
 @pytest.fixture(scope="session")
 def store() -> ModelStore:
     store = ModelStore()

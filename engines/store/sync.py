@@ -7,7 +7,6 @@ alone, so a second run fetches and converts nothing. A file that fails verificat
 from __future__ import annotations
 
 import errno
-import fcntl
 import shutil
 import subprocess
 import sys
@@ -19,7 +18,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from engines.errors import ModelFetchError, ModelStoreError
-from engines.store.model_store import StoreEntry, read_manifest, sha256_file, verify_entry, write_manifest
+from engines.files import file_lock, sha256_file
+from engines.store.model_store import StoreEntry, read_manifest, verify_entry, write_manifest
 from engines.store.pins import STORE_FILES, WHEELS, StoreFile, WheelPin
 from engines.store.recipes import RECIPES
 
@@ -66,11 +66,9 @@ def _recipe_id(store_file: StoreFile) -> str:
 
 @contextmanager
 def _store_lock(root: Path) -> Iterator[None]:
-    with (root / ".sync.lock").open("w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ModelStoreError(f"another 'models sync' is writing {root}; wait for it to finish") from None
+    with file_lock(root / ".sync.lock", blocking=False) as locked:
+        if not locked:
+            raise ModelStoreError(f"another 'models sync' is writing {root}; wait for it to finish")
         yield
 
 

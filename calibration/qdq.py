@@ -1,0 +1,42 @@
+"""The Q/DQ (explicitly quantized) model derived from a calibration table.
+
+ONNX Runtime's QDQ quantizer does the graph work from the table's ranges (no calibration data
+on the device); the same model serves TensorRT's explicit quantization (10.x, 11.x) and INT8 on
+the CPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from calibration.table import CalibrationTable
+
+
+def output_tensors(model: onnx.ModelProto, nodes: tuple[str, ...]) -> set[str]:
+    wanted = set(nodes)
+    return {out for node in model.graph.node if node.name in wanted for out in node.output}
+
+
+def make_qdq_model(model_path: Path, table: CalibrationTable, dest: Path) -> None:
+    """Insert symmetric INT8 QuantizeLinear/DequantizeLinear pairs for every tensor with a range;
+    the table's fp32 nodes are left in float."""
+    from onnxruntime.quantization import QuantType
+    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
+    from onnxruntime.quantization.qdq_quantizer import QDQQuantizer
+    from onnxruntime.quantization.quant_utils import save_and_reload_model_with_shape_infer
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    model = save_and_reload_model_with_shape_infer(onnx.load(str(model_path)))
+    ranges = TensorsData(CalibrationMethod.MinMax, {
+        name: TensorData(lowest=np.array(-amax, np.float32), highest=np.array(amax, np.float32))
+        for name, amax in table.amax.items()})
+    quantizer = QDQQuantizer(
+        model, False, False, QuantType.QInt8, QuantType.QInt8, ranges, None, list(table.fp32_nodes),
+        sorted(set(QLinearOpsRegistry) | set(QDQRegistry)),  # what quantize_static quantizes by default
+        {"ActivationSymmetric": True, "WeightSymmetric": True},
+    )
+    quantizer.quantize_model()
+    quantizer.model.save_model_to_file(str(dest), False)

@@ -1,0 +1,75 @@
+"""`orin-avatar build` and `orin-avatar engines list`: TensorRT engines for the store's models."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engines.engine_manager import EngineManager
+from engines.model_policy import POLICIES
+from engines.store.model_store import state_home
+
+from device.commands.context import print_json, settings_of, store_of
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    build = commands.add_parser("build", help="build (or find) and validate TensorRT engines for the models")
+    build.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all ({', '.join(POLICIES)})")
+    build.add_argument("--precision", choices=["int8", "fp16", "fp32"], help="one precision instead of each model's ladder")
+    build.add_argument("--dla", type=int, choices=[0, 1], help="build for this DLA core (GPU fallback for the rest)")
+    build.add_argument("--force", action="store_true", help="rebuild even if a valid engine is cached")
+    build.set_defaults(run=_build)
+    engines = commands.add_parser("engines", help="inspect the engine cache")
+    actions = engines.add_subparsers(dest="engines_command", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="each model's engine, key, precision and status")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(run=_list)
+
+
+def manager_of(args: argparse.Namespace) -> EngineManager:
+    return EngineManager(store_of(args), state_home() / "engines", settings_of(args).engines)
+
+
+def _build(args: argparse.Namespace) -> int:
+    unknown = sorted(set(args.models) - set(POLICIES))
+    if unknown:
+        from engines.errors import InputError
+
+        raise InputError(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(POLICIES)}")
+    manager = manager_of(args)
+    if manager.unavailable:
+        print(f"{manager.unavailable}\nNo engines built: every model runs on the CPU (ONNX Runtime).")
+        return 0
+    failed = 0
+    for name in args.models or POLICIES:
+        outcome = manager.ensure(name, args.precision, args.dla, args.force,
+                                 report=lambda line: print(line, file=sys.stderr, flush=True))
+        if outcome.engine is None:
+            failed += 1
+            print(f"{name}: CPU ({'; '.join(outcome.reasons)})")
+        else:
+            print(f"{name}: TensorRT {outcome.precision} engine {outcome.engine}")
+    return 1 if failed and args.models else 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    manager = manager_of(args)
+    rows = [{"model": r.model, "key": r.key, "precision": r.precision, "status": r.status, "reason": r.reason,
+             "build_seconds": r.build_seconds, "validation": r.validation} for r in manager.cache.records()]
+    platform = manager.platform.as_dict()
+    if args.json:
+        print_json({"platform": platform, "tensorrt_unavailable": manager.unavailable, "engines": rows})
+        return 0
+    print(f"TensorRT: {platform['tensorrt'] or 'absent'}; GPU: {platform['gpu'] or 'none'}; engine cache: {manager.cache.root}")
+    if manager.unavailable:
+        print(f"{manager.unavailable}\nEvery model runs on the CPU (ONNX Runtime).")
+    for name, policy in POLICIES.items():
+        mine = [r for r in rows if r["model"] == policy.model]
+        if policy.cpu_reason:
+            print(f"  {name:<12} CPU: {policy.cpu_reason}")
+        elif not mine:
+            print(f"  {name:<12} no engine {'(CPU)' if manager.unavailable else 'yet: orin-avatar build ' + name}")
+        for r in mine:
+            detail = f"cosine {r['validation'].get('worst_cosine')}" if r["status"] == "valid" else r["reason"]
+            print(f"  {name:<12} {r['precision']:<5} {r['status']:<6} {r['key']}  {detail}")
+    return 0

@@ -1,0 +1,234 @@
+"""Engines for the store's models: found in the cache or built, validated, or the model stays on the CPU.
+
+For each model the precision ladder of its policy is walked: a rung whose valid engine is cached
+is loaded and validated again; otherwise it is built in a child process and validated; a rung
+that fails is recorded with its reason and the next is tried. `serve` does this in the background
+for a running daemon and attaches the engine to the model's fallback runner when it is ready.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import onnx
+
+from calibration import TABLES_DIR
+from calibration.qdq import make_qdq_model, output_tensors
+from calibration.table import ALGORITHMS, CalibrationTableError, read_table, render_trt_cache, trt_version_number
+from engines.engine_cache import EngineCache, EngineKey, EngineRecord, forget
+from engines.errors import OrinAvatarError
+from engines.fallback import FallbackRunner
+from engines.files import sha256_file
+from engines.model_policy import POLICIES, ModelPolicy
+from engines.onnxrt_runner import OnnxRuntimeRunner
+from engines.platform import Platform, probe_platform
+from engines.store.model_store import ModelStore
+from engines.tensorrt_runner import TensorRTRunner
+from engines.trt_builder import BuildRequest, EngineBuildError, build_in_child
+from engines.validation import validate
+
+log = logging.getLogger(__name__)
+Report = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """[engines] in the settings file."""
+
+    enabled: bool  # use TensorRT where it is installed
+    precision: str  # auto (each model's ladder) | int8 | fp16 | fp32
+    dla_core: int  # -1: GPU only; 0 or 1: that DLA core, with GPU fallback
+    workspace_mb: int
+    optimization_level: int  # 0..5, TensorRT's default 3; lower builds faster
+    build_timeout_s: float
+
+    def __post_init__(self) -> None:
+        if self.precision not in ("auto", "int8", "fp16", "fp32"):
+            raise ValueError(f"precision must be auto, int8, fp16 or fp32, got {self.precision!r}")
+        if self.dla_core not in (-1, 0, 1):
+            raise ValueError(f"dla_core must be -1, 0 or 1, got {self.dla_core}")
+        if not 64 <= self.workspace_mb <= 65536:
+            raise ValueError(f"workspace_mb must be between 64 and 65536, got {self.workspace_mb}")
+        if not 0 <= self.optimization_level <= 5:
+            raise ValueError(f"optimization_level must be between 0 and 5, got {self.optimization_level}")
+        if self.build_timeout_s < 10:
+            raise ValueError(f"build_timeout_s must be 10 or more, got {self.build_timeout_s}")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a model ends up on."""
+
+    model: str
+    engine: Path | None
+    precision: str | None
+    reasons: tuple[str, ...]  # why rungs above it (or all of them) were not used
+    record: EngineRecord | None = None
+
+
+class EngineManager:
+    def __init__(self, store: ModelStore, cache_root: Path, settings: EngineSettings,
+                 platform: Platform | None = None, tables: Path = TABLES_DIR) -> None:
+        self.store = store
+        self.cache = EngineCache(cache_root)
+        self.settings = settings
+        self.platform = platform or probe_platform()
+        self.tables = Path(tables)
+        self._queue: queue.Queue = queue.Queue()
+        self._server: threading.Thread | None = None
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why no model can use TensorRT here, or None."""
+        if not self.settings.enabled:
+            return "TensorRT is disabled in the settings ([engines] enabled = false)"
+        return self.platform.problem
+
+    def ladder(self, policy: ModelPolicy, precision: str | None = None) -> tuple[str, ...]:
+        chosen = precision or self.settings.precision
+        return policy.precisions if chosen == "auto" else (chosen,)
+
+    def key(self, policy: ModelPolicy, precision: str, dla_core: int | None) -> EngineKey:
+        table = self.tables / f"{policy.name}.json"
+        return EngineKey(
+            model=policy.model, onnx_sha256=self.store.entries()[policy.model].sha256,
+            table_sha256=sha256_file(table) if precision == "int8" and table.is_file() else None,
+            precision=precision, dla_core=dla_core, profile={k: [list(s) for s in v] for k, v in policy.profile.items()},
+            workspace_mb=self.settings.workspace_mb, optimization_level=self.settings.optimization_level,
+            platform={k: v for k, v in self.platform.as_dict().items() if k not in ("problem", "dla_cores")})
+
+    def ensure(self, model: str, precision: str | None = None, dla_core: int | None = None, force: bool = False,
+               report: Report = log.info) -> Outcome:
+        """A validated engine for `model`, walking down its ladder; built if need be."""
+        policy = POLICIES[model.removesuffix(".onnx")]
+        if self.unavailable:
+            return Outcome(policy.model, None, None, (self.unavailable,))
+        if policy.cpu_reason:
+            return Outcome(policy.model, None, None, (policy.cpu_reason,))
+        dla = dla_core if dla_core is not None else (self.settings.dla_core if self.settings.dla_core >= 0 else None)
+        reasons: list[str] = []
+        keys = set()
+        with self.cache.lock(policy.model):
+            for rung in self.ladder(policy, precision):
+                key = self.key(policy, rung, dla)
+                keys.add(key.digest)
+                outcome = self._rung(policy, key, force, report)
+                if outcome.engine is not None:
+                    self.cache.remove_stale(policy.model, keys)
+                    return Outcome(policy.model, outcome.engine, rung, tuple(reasons), outcome.record)
+                reasons.append(f"{rung}: {outcome.reasons[0]}")
+                report(f"{policy.name}: {rung} not used ({outcome.reasons[0]})")
+            self.cache.remove_stale(policy.model, keys)
+        return Outcome(policy.model, None, None, tuple(reasons))
+
+    def _rung(self, policy: ModelPolicy, key: EngineKey, force: bool, report: Report) -> Outcome:
+        record = self.cache.record(key)
+        path = self.cache.engine_path(key)
+        if record is not None and not force:
+            if record.status != "valid":
+                return Outcome(policy.model, None, key.precision, (record.reason,), record)
+            if path.is_file():
+                problem = self._validate(policy, key, path, record)
+                if problem is None:
+                    report(f"{policy.name}: cached {key.precision} engine {key.digest} is valid")
+                    return Outcome(policy.model, path, key.precision, (), record)
+                report(f"{policy.name}: cached engine {key.digest} is unusable ({problem}); rebuilding")
+                forget(path)
+        return self._build(policy, key, report)
+
+    def _build(self, policy: ModelPolicy, key: EngineKey, report: Report) -> Outcome:
+        started = time.monotonic()
+        record = EngineRecord(key=key.digest, model=policy.model, precision=key.precision, status="failed")
+        try:
+            request = self._request(policy, key)
+            build_in_child(request, self.settings.build_timeout_s, report)
+            record.build_seconds = round(time.monotonic() - started, 1)
+            problem = self._validate(policy, key, Path(request.output), record)
+        except (EngineBuildError, CalibrationTableError) as exc:
+            problem = str(exc)
+        if problem is not None:
+            record.reason = problem
+            forget(self.cache.engine_path(key))
+            self.cache.save(key, record, None)
+            return Outcome(policy.model, None, key.precision, (problem,), record)
+        record.status = "valid"
+        self.cache.save(key, record, None)
+        report(f"{policy.name}: {key.precision} engine ready in {record.build_seconds:.0f} s "
+               f"(cosine {record.validation['worst_cosine']:.4f} against ONNX Runtime FP32)")
+        return Outcome(policy.model, self.cache.engine_path(key), key.precision, (), record)
+
+    def _request(self, policy: ModelPolicy, key: EngineKey) -> BuildRequest:
+        onnx_path = self.store.path(policy.model)
+        cache = header = None
+        if key.precision == "int8":
+            table_path = self.tables / f"{policy.name}.json"
+            if not table_path.is_file():
+                raise EngineBuildError(f"no calibration table {table_path}; run 'orin-avatar calibrate {policy.name}'")
+            model = onnx.load(str(onnx_path), load_external_data=False)
+            names = {t for n in model.graph.node for t in (*n.input, *n.output)} | {i.name for i in model.graph.input}
+            table = read_table(table_path, key.onnx_sha256, names)
+            fp32 = output_tensors(model, table.fp32_nodes)
+            if self.platform.trt_major >= 11:  # explicit quantization: a Q/DQ model, no calibrator
+                onnx_path = self.cache.directory(policy.model) / f"{key.digest}.qdq.onnx"
+                make_qdq_model(self.store.path(policy.model), table, onnx_path)
+            else:
+                cache = render_trt_cache(table, self.platform.tensorrt, fp32)
+                header = f"TRT-{trt_version_number(self.platform.tensorrt)}-{ALGORITHMS[table.method]}"
+        self.cache.directory(policy.model).mkdir(parents=True, exist_ok=True)
+        return BuildRequest(
+            model=policy.model, onnx_path=str(onnx_path), precision=key.precision, calibration_cache=cache,
+            calibration_header=header, dla_core=key.dla_core, profile=policy.profile,
+            workspace_mb=self.settings.workspace_mb, optimization_level=self.settings.optimization_level,
+            timing_cache=str(self.cache.timing_cache_path(key.platform)), output=str(self.cache.engine_path(key)))
+
+    def _validate(self, policy: ModelPolicy, key: EngineKey, path: Path, record: EngineRecord) -> str | None:
+        """Deserialize, create a context, run the golden inputs, compare with ONNX Runtime FP32."""
+        engine = TensorRTRunner(policy.name, path, key.dla_core, key.precision)
+        reference = OnnxRuntimeRunner(policy.name, self.store.path(policy.model))
+        try:
+            with engine, reference:
+                result = validate(engine, reference, policy.golden(), policy.min_cosine)
+                off_dla = engine.layers_off_dla() if key.dla_core is not None else []
+        except OrinAvatarError as exc:
+            return str(exc)
+        record.validation = result.as_dict() | ({"layers_on_gpu": off_dla} if key.dla_core is not None else {})
+        if off_dla:
+            log.warning("%s: %d layer(s) left DLA core %d for the GPU: %s", policy.name, len(off_dla), key.dla_core,
+                        ", ".join(off_dla[:10]))
+        return None if result.passed else f"does not match ONNX Runtime FP32: {result.detail}"
+
+    # --- the daemon's side ---------------------------------------------------------------------
+
+    def serve(self, runner: FallbackRunner, model: str, report: Report = log.info) -> None:
+        """Find or build the engine in the background and switch `runner` to it when ready. Builds
+        run one at a time (each can take most of the Orin's memory), in the order asked."""
+        self._queue.put((runner, model, report))
+        if self._server is None:
+            self._server = threading.Thread(target=self._serve_all, name="engine-builds", daemon=True)
+            self._server.start()
+
+    def _serve_all(self) -> None:
+        while True:
+            runner, model, report = self._queue.get()
+            try:
+                outcome = self.ensure(model, report=report)
+                if outcome.engine is None:
+                    runner.stats.last_reason = "; ".join(outcome.reasons) or "no engine"
+                else:
+                    dla = outcome.record.components.get("dla_core") if outcome.record else None
+                    runner.attach(TensorRTRunner(runner.name, outcome.engine, dla, outcome.precision))
+            except Exception as exc:  # a failed engine leaves the model on the CPU, never the daemon down
+                runner.stats.last_reason = str(exc)
+                log.warning("%s stays on the CPU: %s", model, exc)
+            finally:
+                self._queue.task_done()
+
+    def wait(self) -> None:
+        """Until every engine asked for is attached or given up."""
+        self._queue.join()

@@ -1,0 +1,102 @@
+"""The fallback seam: a model on its engine when it can, on ONNX Runtime when it must.
+
+Every call goes to the engine on the runner's own worker thread (the thread that holds the CUDA
+context) and is awaited up to the model's deadline. If the engine is missing, raises, fails or
+overruns the deadline, the same call is answered by the CPU runner, so no request is lost; the
+event is logged with its reason and counted, and the engine is tried again after a backoff that
+doubles up to `MAX_BACKOFF_S`. The engine can arrive later (`attach`) when a build finishes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engines.runner import Feeds, Runner
+
+log = logging.getLogger(__name__)
+FIRST_BACKOFF_S = 5.0
+MAX_BACKOFF_S = 600.0
+
+
+@dataclass
+class FallbackStats:
+    engine_calls: int = 0
+    cpu_calls: int = 0
+    fallbacks: dict[str, int] = field(default_factory=dict)  # reason kind -> count
+    last_reason: str = ""
+
+
+class FallbackRunner(Runner):
+    def __init__(self, name: str, cpu: Runner, deadline_ms: float, reason: str = "no engine yet") -> None:
+        super().__init__(name)
+        self.cpu = cpu
+        self.deadline_s = deadline_ms / 1000
+        self.stats = FallbackStats(last_reason=reason)
+        self._engine: Runner | None = None
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix=f"engine-{name}")
+        self._retry_at = 0.0
+        self._backoff = FIRST_BACKOFF_S
+        self._lock = threading.Lock()
+
+    @property
+    def backend(self) -> str:
+        engine = self._engine
+        return engine.backend if engine is not None and self._healthy() else f"{self.cpu.backend} ({self.stats.last_reason})"
+
+    @property
+    def input_names(self) -> list[str]:
+        return self.cpu.input_names
+
+    def attach(self, engine: Runner) -> None:
+        """Start using an engine (activated here, on the worker thread that will run it)."""
+        self._worker.submit(engine.activate).result()
+        with self._lock:
+            old, self._engine = self._engine, engine
+            self._retry_at, self._backoff = 0.0, FIRST_BACKOFF_S
+        if old is not None:
+            self._worker.submit(old.release)
+        log.info("%s now runs on %s", self.name, engine.backend)
+
+    def _healthy(self) -> bool:
+        return time.monotonic() >= self._retry_at
+
+    def _activate(self) -> None:
+        self.cpu.activate()
+
+    def _infer(self, feeds: Feeds) -> dict[str, np.ndarray]:
+        engine = self._engine
+        if engine is not None and self._healthy():
+            future = self._worker.submit(engine.infer, feeds)
+            try:
+                outputs = future.result(timeout=self.deadline_s)
+                self.stats.engine_calls += 1
+                self._backoff = FIRST_BACKOFF_S
+                return outputs
+            except FutureTimeout:
+                self._fall_back("deadline", f"slower than its {self.deadline_s * 1000:.0f} ms deadline")
+            except Exception as exc:  # whatever the engine raised, the CPU answers
+                self._fall_back("error", f"{type(exc).__name__}: {exc}")
+        self.stats.cpu_calls += 1
+        return self.cpu.infer(feeds)
+
+    def _fall_back(self, kind: str, reason: str) -> None:
+        with self._lock:
+            self.stats.fallbacks[kind] = self.stats.fallbacks.get(kind, 0) + 1
+            self.stats.last_reason = reason
+            self._retry_at = time.monotonic() + self._backoff
+            log.warning("%s: engine %s; this call and the next %.0f s run on the CPU", self.name, reason, self._backoff)
+            self._backoff = min(self._backoff * 2, MAX_BACKOFF_S)
+
+    def _release(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            self._worker.submit(engine.release).result()
+        self._worker.shutdown(wait=False)
+        self.cpu.release()

@@ -1,0 +1,353 @@
+"""The TensorRT path through the real build, cache, validation and fallback code, against the
+TensorRT/PyCUDA simulator in tests/trt_sim (DESIGN.md section 7). The same scenarios run against
+the real library on an Orin: `pytest -m jetson tests/test_engines_jetson.py`."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engines import platform as platform_module
+from engines.engine_cache import EngineCache
+from engines.engine_manager import EngineManager, EngineSettings
+from engines.errors import RunnerError
+from engines.fallback import FallbackRunner
+from engines.model_policy import POLICIES
+from engines.onnxrt_runner import OnnxRuntimeRunner
+from engines.tensorrt_runner import TensorRTRunner
+from tests.conftest import REPO, run_cli
+from tests.table_maker import make_table
+
+SIM_PATH = str(REPO / "tests" / "trt_sim")
+SETTINGS = EngineSettings(enabled=True, precision="auto", dla_core=-1, workspace_mb=256, optimization_level=1,
+                          build_timeout_s=120)
+
+
+def _unload() -> None:
+    for name in [m for m in sys.modules if m == "tensorrt" or m.startswith("pycuda")]:
+        del sys.modules[name]
+    platform_module.probe_platform.cache_clear()
+
+
+@pytest.fixture
+def trt(monkeypatch, request):
+    """The simulated TensorRT of the version in the test's `version` mark (default 10.3.0)."""
+    marker = request.node.get_closest_marker("version")
+    monkeypatch.setenv("TRT_SIM_VERSION", marker.args[0] if marker else "10.3.0")
+    monkeypatch.syspath_prepend(SIM_PATH)  # inherited by the builder's spawned child
+    _unload()
+    module = importlib.import_module("tensorrt")
+    module.SIM.reset()
+    yield module
+    _unload()
+
+
+@pytest.fixture
+def tables(store, tmp_path):
+    directory = tmp_path / "tables"
+    directory.mkdir()
+    return directory
+
+
+def manager(store, tmp_path, tables, settings=SETTINGS) -> EngineManager:
+    return EngineManager(store, tmp_path / "engines", settings, tables=tables)
+
+
+def lines():
+    seen = []
+    return seen, seen.append
+
+
+def test_first_build_then_cache_hit(trt, store, tmp_path, tables):
+    make_table(store, "face", tables)
+    engines = manager(store, tmp_path, tables)
+    seen, report = lines()
+    outcome = engines.ensure("face", report=report)
+    assert outcome.precision == "int8" and outcome.engine.is_file()
+    assert outcome.record.status == "valid" and outcome.record.validation["worst_cosine"] > 0.99
+    assert any("building int8 engine" in line for line in seen)
+    manifest = json.loads(outcome.engine.with_suffix(".json").read_text())
+    assert manifest["components"]["platform"]["tensorrt"] == "10.3.0"
+    assert manifest["components"]["table_sha256"]
+
+    seen, report = lines()
+    again = manager(store, tmp_path, tables).ensure("face", report=report)
+    assert again.engine == outcome.engine
+    assert any("cached int8 engine" in line for line in seen) and not any("building" in line for line in seen)
+
+
+def test_every_key_component_changes_the_key(trt, store, tmp_path, tables):
+    make_table(store, "face", tables)
+    engines = manager(store, tmp_path, tables)
+    policy = POLICIES["face"]
+    base = engines.key(policy, "int8", None)
+    variants = [
+        engines.key(policy, "fp16", None),
+        engines.key(policy, "int8", 0),
+        manager(store, tmp_path, tables, SETTINGS.__class__(**{**SETTINGS.__dict__, "workspace_mb": 512})).key(policy, "int8", None),
+        manager(store, tmp_path, tables, SETTINGS.__class__(**{**SETTINGS.__dict__, "optimization_level": 3})).key(policy, "int8", None),
+    ]
+    other_platform = EngineManager(store, tmp_path / "engines", SETTINGS,
+                                   platform=engines.platform.__class__(**{**engines.platform.as_dict(), "tensorrt": "10.3.1"}), tables=tables)
+    variants.append(other_platform.key(policy, "int8", None))
+    make_table(store, "face", tables, scale=1.01)  # a new table
+    variants.append(engines.key(policy, "int8", None))
+    digests = [base.digest] + [v.digest for v in variants]
+    assert len(set(digests)) == len(digests)
+
+
+def test_new_table_rebuilds_and_removes_the_stale_engine(trt, store, tmp_path, tables):
+    make_table(store, "face", tables)
+    first = manager(store, tmp_path, tables).ensure("face")
+    make_table(store, "face", tables, scale=1.05)
+    second = manager(store, tmp_path, tables).ensure("face")
+    assert second.engine != first.engine and second.engine.is_file()
+    assert not first.engine.exists() and not first.engine.with_suffix(".json").exists()
+
+
+def test_corrupt_engine_file_is_rebuilt(trt, store, tmp_path, tables):
+    make_table(store, "face", tables)
+    outcome = manager(store, tmp_path, tables).ensure("face")
+    outcome.engine.write_bytes(b"\x00garbage" * 100)
+    seen, report = lines()
+    again = manager(store, tmp_path, tables).ensure("face", report=report)
+    assert any("unusable" in line and "could not deserialize" in line for line in seen)
+    assert again.engine == outcome.engine and again.record.status == "valid"
+    assert outcome.engine.read_bytes().startswith(b"TRTSIM")
+
+
+def test_engine_from_another_tensorrt_version_is_never_reused(trt, store, tmp_path, tables, monkeypatch):
+    make_table(store, "face", tables)
+    built = manager(store, tmp_path, tables).ensure("face")
+    runner = TensorRTRunner("face", built.engine, precision="int8")
+    monkeypatch.setenv("TRT_SIM_VERSION", "10.3.1")
+    _unload()
+    with pytest.raises(RunnerError, match="could not deserialize"):
+        runner.activate()
+
+
+def test_header_mismatched_table_is_refused_before_the_build(trt, store, tmp_path, tables):
+    from engines.trt_builder import BuildRequest, EngineBuildError, build_engine
+
+    make_table(store, "face", tables)
+    engines = manager(store, tmp_path, tables)
+    request = engines._request(POLICIES["face"], engines.key(POLICIES["face"], "int8", None))
+    stale = request.calibration_cache.replace(b"TRT-100300-", b"TRT-8601-")
+    bad = BuildRequest(**{**request.__dict__, "calibration_cache": stale})
+    with pytest.raises(EngineBuildError, match="TRT-8601-EntropyCalibration2"):
+        build_engine(bad, lambda _: None)
+
+
+def test_simulator_ignores_a_mismatched_cache_and_fails_without_data(trt, capfd):
+    """What the pre-check above protects against: TensorRT skips the cache and calibrates with no data."""
+    from engines.trt_builder import cache_only_calibrator
+
+    builder = trt.Builder(trt.Logger())
+    network = builder.create_network(0)
+    network.onnx, network.inputs = b"model", [trt.ITensor("input", (1, 3), trt.DataType.FLOAT)]
+    config = builder.create_builder_config()
+    config.set_flag(trt.BuilderFlag.INT8)
+    with pytest.warns(DeprecationWarning):
+        config.int8_calibrator = cache_only_calibrator(trt, b"TRT-8601-EntropyCalibration2\ninput: 3c010204\n")
+    assert builder.build_serialized_network(network, config) is None
+    assert "does not match" in capfd.readouterr().err
+
+
+def test_exceptions_in_calibrator_callbacks_are_swallowed_like_tensorrt(trt, capfd):
+    class Broken(trt.IInt8EntropyCalibrator2):
+        def __init__(self):
+            trt.IInt8EntropyCalibrator2.__init__(self)
+
+        def read_calibration_cache(self):
+            raise OSError("disk gone")
+
+        def get_batch(self, names):
+            return None
+
+    builder = trt.Builder(trt.Logger())
+    network = builder.create_network(0)
+    network.onnx, network.inputs = b"model", [trt.ITensor("input", (1, 3), trt.DataType.FLOAT)]
+    config = builder.create_builder_config()
+    config.set_flag(trt.BuilderFlag.INT8)
+    with pytest.warns(DeprecationWarning):
+        config.int8_calibrator = Broken()
+    assert builder.build_serialized_network(network, config) is None
+    assert "[ERROR] Exception caught in read_calibration_cache()" in capfd.readouterr().err
+
+
+@pytest.mark.version("11.4.1")
+def test_tensorrt_11_uses_a_qdq_model_and_no_precision_flags(trt, store, tmp_path, tables):
+    assert not hasattr(trt.BuilderFlag, "INT8") and not hasattr(trt, "IInt8EntropyCalibrator2")
+    assert not hasattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH")
+    make_table(store, "face", tables)
+    outcome = manager(store, tmp_path, tables).ensure("face")
+    assert outcome.precision == "int8" and outcome.record.status == "valid"
+    qdq = next(outcome.engine.parent.glob("*.qdq.onnx"))
+    import onnx
+
+    ops = {n.op_type for n in onnx.load(str(qdq)).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+
+
+@pytest.mark.version("8.6.1")
+def test_tensorrt_8_6_implicit_int8_with_int64_inputs_cast_down(trt, store, tmp_path, tables):
+    make_table(store, "text", tables)
+    outcome = manager(store, tmp_path, tables).ensure("text")
+    assert outcome.precision == "int8" and outcome.record.status == "valid"
+    runner = TensorRTRunner("text", outcome.engine, precision="int8")
+    with runner:
+        feeds = POLICIES["text"].golden()
+        got = runner.infer(feeds)["sentence_embedding"]
+    with OnnxRuntimeRunner("text", store.path("text.onnx")) as cpu:
+        expected = cpu.infer(feeds)["sentence_embedding"]
+    assert got.shape == expected.shape and float(np.dot(got[0], expected[0])) > 0.99
+
+
+def test_int8_that_fails_validation_drops_to_fp16(trt, store, tmp_path, tables, monkeypatch):
+    monkeypatch.setenv("TRT_SIM_INT8_ERROR", "0.8")
+    make_table(store, "face", tables)
+    outcome = manager(store, tmp_path, tables).ensure("face")
+    assert outcome.precision == "fp16"
+    assert "int8" in outcome.reasons[0] and "does not match ONNX Runtime FP32" in outcome.reasons[0]
+    records = {r.precision: r for r in EngineCache(tmp_path / "engines").records()}
+    assert records["int8"].status == "failed" and records["fp16"].status == "valid"
+
+
+def test_missing_table_skips_int8(trt, store, tmp_path, tables):
+    outcome = manager(store, tmp_path, tables).ensure("face")
+    assert outcome.precision == "fp16"
+    assert "no calibration table" in outcome.reasons[0]
+
+
+def test_build_crash_in_the_child_leaves_the_model_on_the_cpu(trt, store, tmp_path, tables, monkeypatch):
+    monkeypatch.setenv("TRT_SIM_CRASH", "build")
+    make_table(store, "face", tables)
+    outcome = manager(store, tmp_path, tables).ensure("face")
+    assert outcome.engine is None
+    assert all("killed by SIGKILL" in reason and "out of memory" in reason for reason in outcome.reasons)
+    assert len(outcome.reasons) == 2  # both rungs tried, this process untouched
+
+
+def test_fallback_answers_every_call_from_the_cpu_when_the_engine_fails(trt, store, tmp_path, tables):
+    make_table(store, "face", tables)
+    outcome = manager(store, tmp_path, tables).ensure("face")
+    cpu = OnnxRuntimeRunner("face", store.path("face.onnx"))
+    runner = FallbackRunner("face", cpu, deadline_ms=POLICIES["face"].deadline_ms)
+    with runner:
+        runner.attach(TensorRTRunner("face", outcome.engine, precision="int8"))
+        feeds = POLICIES["face"].golden()
+        assert runner.backend == "tensorrt-gpu-int8"
+        runner.infer(feeds)
+        assert runner.stats.engine_calls == 1
+        trt.SIM.execute_raises = True  # mid-turn failure
+        answer = runner.infer(feeds)
+        expected = cpu.infer(feeds)
+        assert all(np.array_equal(answer[k], expected[k]) for k in expected)  # answered by the CPU, nothing lost
+        assert runner.stats.fallbacks == {"error": 1} and "launch failure" in runner.stats.last_reason
+        assert runner.backend.startswith("onnxruntime-cpu")
+        trt.SIM.execute_raises = False
+        runner._retry_at = 0  # the backoff has passed
+        runner.infer(feeds)
+        assert runner.stats.engine_calls == 2
+
+
+def test_deadline_overrun_hands_the_call_to_the_cpu(trt, store, tmp_path, tables):
+    make_table(store, "face", tables)
+    outcome = manager(store, tmp_path, tables).ensure("face")
+    cpu = OnnxRuntimeRunner("face", store.path("face.onnx"))
+    runner = FallbackRunner("face", cpu, deadline_ms=50)
+    with runner:
+        runner.attach(TensorRTRunner("face", outcome.engine, precision="int8"))
+        trt.SIM.execute_delay_s = 0.5
+        answer = runner.infer(POLICIES["face"].golden())
+        assert "reshaped_regressor_face_4" in answer
+        assert runner.stats.fallbacks == {"deadline": 1} and runner.stats.cpu_calls == 1
+        assert "deadline" in runner.stats.last_reason
+
+
+def test_execute_returning_false_is_an_error_the_fallback_catches(trt, store, tmp_path, tables):
+    make_table(store, "face", tables)
+    outcome = manager(store, tmp_path, tables).ensure("face")
+    runner = TensorRTRunner("face", outcome.engine, precision="int8")
+    with runner:
+        trt.SIM.execute_returns_false = True
+        with pytest.raises(RunnerError, match="execution failed"):
+            runner.infer(POLICIES["face"].golden())
+
+
+def test_inference_outside_the_pushed_context_is_what_pycuda_refuses(trt):
+    from pycuda import driver
+
+    driver.init()
+    with pytest.raises(driver.LogicError, match="no currently active context"):
+        driver.mem_alloc(16)
+
+
+def test_daemon_serves_from_the_cpu_then_switches_to_the_engine(trt, store, tmp_path, tables):
+    from engines.backends import open_runner
+
+    make_table(store, "face", tables)
+    engines = manager(store, tmp_path, tables)
+    runner = open_runner(store, "face.onnx", 1, engines)
+    assert isinstance(runner, FallbackRunner)
+    runner.infer(POLICIES["face"].golden())  # answered at once, from the CPU, while the engine builds
+    engines.wait()
+    assert runner.backend == "tensorrt-gpu-int8"
+    runner.infer(POLICIES["face"].golden())
+    assert runner.stats.engine_calls == 1 and runner.stats.cpu_calls == 1
+    runner.release()
+
+
+def test_models_without_a_tensorrt_policy_stay_on_onnx_runtime(trt, store, tmp_path, tables):
+    from engines.backends import open_runner
+
+    runner = open_runner(store, "tts.onnx", 1, manager(store, tmp_path, tables))
+    assert isinstance(runner, OnnxRuntimeRunner)
+    outcome = manager(store, tmp_path, tables).ensure("tts")
+    assert outcome.engine is None and "output allocator" in outcome.reasons[0]
+
+
+def test_dla_build_reports_layers_left_on_the_gpu(trt, store, tmp_path, tables, caplog):
+    import onnx
+
+    make_table(store, "face", tables)
+    with caplog.at_level("WARNING"):
+        outcome = manager(store, tmp_path, tables).ensure("face", dla_core=0)
+    assert outcome.record.status == "valid" and outcome.record.components["dla_core"] == 0
+    ops = {n.op_type for n in onnx.load(str(store.path("face.onnx"))).graph.node}
+    expected = sorted(ops - {"Conv", "Relu", "Add", "Mul", "MaxPool", "AveragePool", "Concat", "Sigmoid", "Pad",
+                             "Reshape", "Transpose", "BatchNormalization", "PRelu", "Clip"})
+    assert outcome.record.validation["layers_on_gpu"] == expected
+    if expected:
+        assert "left DLA core 0 for the GPU" in caplog.text
+
+
+def test_no_tensorrt_at_all(store, tmp_path, tables):
+    from engines.backends import open_runner
+
+    _unload()
+    engines = manager(store, tmp_path, tables)
+    assert "TensorRT is not installed" in engines.unavailable
+    assert isinstance(open_runner(store, "face.onnx", 1, engines), OnnxRuntimeRunner)
+    outcome = engines.ensure("face")
+    assert outcome.engine is None and "not installed" in outcome.reasons[0]
+    result = run_cli("build")
+    assert result.returncode == 0 and "TensorRT is not installed" in result.stdout and "CPU" in result.stdout
+    result = run_cli("engines", "list", "--json")
+    report = json.loads(result.stdout)
+    assert report["platform"]["tensorrt"] is None and "not installed" in report["tensorrt_unavailable"]
+
+
+def test_engines_list_and_build_cli_with_the_simulator(trt, store, tmp_path, tables):
+    env = {"PYTHONPATH": SIM_PATH, "ORIN_AVATAR_HOME": str(tmp_path / "home")}
+    home_store = Path(store.root)
+    result = run_cli("--store", str(home_store), "build", "face", "--precision", "fp16", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "face: TensorRT fp16 engine" in result.stdout
+    result = run_cli("--store", str(home_store), "engines", "list", env=env)
+    assert "TensorRT: 10.3.0" in result.stdout and "face" in result.stdout and "valid" in result.stdout

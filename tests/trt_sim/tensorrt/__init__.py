@@ -1,0 +1,692 @@
+"""A simulator of NVIDIA TensorRT's Python API (8.6, 10.3, 11.x) for tests on machines without a GPU.
+
+It follows shared/TENSORRT_API.md call by call: what exists in each version (INT8/FP16 flags and
+calibrator classes are gone in 11.x, EXPLICIT_BATCH too, and flag bits differ), what each call
+returns on failure (None, False, -1, or an exception where NVIDIA's bindings raise), the
+calibrator protocol (exceptions inside callbacks are printed and swallowed; a cache whose header
+does not match the running version and algorithm is ignored, and calibration without data fails
+the build; tensors missing from the cache stay in higher precision), engines tagged with the
+TensorRT version and GPU that built them, and name-based execution. Outputs are computed with ONNX
+Runtime from the ONNX model embedded in the "engine"; INT8 adds a bounded error so validation has
+something to measure.
+
+Chosen by environment (inherited by the builder's child process): TRT_SIM_VERSION (default
+10.3.0), TRT_SIM_GPU, TRT_SIM_CRASH=build (SIGKILL inside build_serialized_network, as the OOM
+killer would), TRT_SIM_INT8_ERROR (relative output error of INT8 engines, default 0.001).
+Run-time faults are switched on through `SIM` (this process only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import struct
+import sys
+import threading
+import time
+import warnings
+
+import numpy as np
+
+__version__ = os.environ.get("TRT_SIM_VERSION", "10.3.0")
+MAJOR = int(__version__.split(".")[0])
+GPU = os.environ.get("TRT_SIM_GPU", "Orin (nvgpu)")
+MAGIC = b"TRTSIM\x00\x01"
+
+
+class _Faults:
+    """Run-time faults a test can switch on."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.execute_returns_false = False
+        self.execute_raises = False
+        self.execute_delay_s = 0.0
+        self.builds = 0
+
+
+SIM = _Faults()
+
+
+# --- logging -------------------------------------------------------------------------------------
+
+class ILogger:
+    class Severity:
+        INTERNAL_ERROR, ERROR, WARNING, INFO, VERBOSE = range(5)
+
+    INTERNAL_ERROR, ERROR, WARNING, INFO, VERBOSE = range(5)
+
+    def __init__(self) -> None:
+        pass
+
+    def log(self, severity, msg) -> None:  # pragma: no cover - overridden
+        pass
+
+
+class Logger(ILogger):
+    def __init__(self, min_severity=ILogger.WARNING) -> None:
+        super().__init__()
+        self.min_severity = min_severity
+
+    def log(self, severity, msg) -> None:
+        if severity <= self.min_severity:
+            print(f"[TRT-SIM] {msg}", file=sys.stderr)
+
+
+def _log(logger, severity, msg) -> None:
+    if logger is not None:
+        logger.log(severity, msg)
+
+
+# --- enums ---------------------------------------------------------------------------------------
+
+class _Enum(int):
+    def __new__(cls, value, name):
+        obj = int.__new__(cls, value)
+        obj.name = name
+        return obj
+
+    def __repr__(self):
+        return f"<{self.name}: {int(self)}>"
+
+
+def _enum(class_name: str, names: dict[str, int]):
+    members = {k: _Enum(v, f"{class_name}.{k}") for k, v in names.items()}
+    return type(class_name, (), members)
+
+
+if MAJOR >= 11:
+    NetworkDefinitionCreationFlag = _enum("NetworkDefinitionCreationFlag", {"STRONGLY_TYPED": 0, "PREFER_AOT_PYTHON_PLUGINS": 1})
+    BuilderFlag = _enum("BuilderFlag", {"DEBUG": 0, "GPU_FALLBACK": 1, "REFIT": 2, "DISABLE_TIMING_CACHE": 3})
+else:
+    NetworkDefinitionCreationFlag = _enum("NetworkDefinitionCreationFlag", {"EXPLICIT_BATCH": 0, "STRONGLY_TYPED": 1} if MAJOR >= 10 else {"EXPLICIT_BATCH": 0, "EXPLICIT_PRECISION": 1})
+    BuilderFlag = _enum("BuilderFlag", {"FP16": 0, "INT8": 1, "DEBUG": 2, "GPU_FALLBACK": 3, "REFIT": 5})
+
+MemoryPoolType = _enum("MemoryPoolType", {"WORKSPACE": 0, "DLA_MANAGED_SRAM": 1})
+ProfilingVerbosity = _enum("ProfilingVerbosity", {"LAYER_NAMES_ONLY": 0, "NONE": 1, "DETAILED": 2})
+DeviceType = _enum("DeviceType", {"GPU": 0, "DLA": 1})
+TensorIOMode = _enum("TensorIOMode", {"NONE": 0, "INPUT": 1, "OUTPUT": 2})
+LayerInformationFormat = _enum("LayerInformationFormat", {"ONELINE": 0, "JSON": 1})
+DataType = _enum("DataType", {"FLOAT": 0, "HALF": 1, "INT8": 2, "INT32": 3, "BOOL": 4, "UINT8": 5, "INT64": 8})
+
+_NUMPY = {int(DataType.FLOAT): np.float32, int(DataType.HALF): np.float16, int(DataType.INT8): np.int8,
+          int(DataType.INT32): np.int32, int(DataType.BOOL): np.bool_, int(DataType.UINT8): np.uint8}
+if MAJOR >= 10:
+    _NUMPY[int(DataType.INT64)] = np.int64
+
+
+def nptype(dtype):
+    try:
+        return _NUMPY[int(dtype)]
+    except KeyError:
+        raise TypeError(f"Could not resolve TensorRT datatype to an equivalent numpy datatype: {dtype!r}") from None
+
+
+def volume(shape) -> int:
+    return int(np.prod(list(shape))) if len(shape) else 1
+
+
+class IHostMemory(bytes):
+    """Serialized data; supports the buffer protocol like NVIDIA's IHostMemory."""
+
+    @property
+    def nbytes(self) -> int:
+        return len(self)
+
+
+# --- calibrators (8.6 and 10.x only) --------------------------------------------------------------
+
+if MAJOR < 11:
+    class IInt8Calibrator:
+        ALGORITHM = ""
+
+        def __init__(self) -> None:
+            self._sim_base_initialized = True
+
+    class IInt8EntropyCalibrator2(IInt8Calibrator):
+        ALGORITHM = "EntropyCalibration2"
+
+    class IInt8MinMaxCalibrator(IInt8Calibrator):
+        ALGORITHM = "MinMaxCalibration"
+
+
+def _callback(logger, calibrator, method: str, *args):
+    """NVIDIA's binding catches Python exceptions in calibrator callbacks and returns null."""
+    try:
+        return getattr(calibrator, method)(*args)
+    except Exception:  # noqa: BLE001 - this is the documented behaviour being simulated
+        print(f"[ERROR] Exception caught in {method}()", file=sys.stderr)
+        return None
+
+
+def cache_version_number() -> int:
+    major, minor, patch = (int(p) for p in (__version__.split(".") + ["0", "0"])[:3])
+    return major * (10000 if major >= 10 else 1000) + minor * 100 + patch
+
+
+# --- network, parser, profiles, config ------------------------------------------------------------
+
+class ITensor:
+    def __init__(self, name, shape, dtype) -> None:
+        self.name, self.shape, self.dtype = name, tuple(shape), dtype
+
+
+class INetworkDefinition:
+    def __init__(self, flags: int) -> None:
+        self.flags = flags
+        self.implicit_batch = MAJOR < 10 and not flags & (1 << int(NetworkDefinitionCreationFlag.EXPLICIT_BATCH))
+        self.onnx: bytes | None = None
+        self.inputs: list[ITensor] = []
+        self.outputs: list[ITensor] = []
+        self.tensor_names: set[str] = set()
+        self.has_qdq = False
+        self.op_types: list[str] = []
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.inputs)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.outputs)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.op_types)
+
+    def get_input(self, i) -> ITensor:
+        return self.inputs[i]
+
+
+class ParserError:
+    def __init__(self, desc: str) -> None:
+        self._desc = desc
+
+    def desc(self) -> str:
+        return self._desc
+
+    def __str__(self) -> str:
+        return f"In node -1 (parseGraph): INVALID_GRAPH: {self._desc}"
+
+
+_ONNX_TO_TRT = {1: DataType.FLOAT, 10: DataType.HALF, 3: DataType.INT8, 6: DataType.INT32, 9: DataType.BOOL,
+                2: DataType.UINT8, 7: DataType.INT64}
+
+
+class OnnxParser:
+    def __init__(self, network: INetworkDefinition, logger) -> None:
+        self.network, self.logger, self._errors = network, logger, []
+
+    @property
+    def num_errors(self) -> int:
+        return len(self._errors)
+
+    def get_error(self, i) -> ParserError:
+        return self._errors[i]
+
+    def clear_errors(self) -> None:
+        self._errors = []
+
+    def parse_from_file(self, path: str) -> bool:
+        with open(path, "rb") as f:
+            return self.parse(f.read(), path)
+
+    def parse(self, model: bytes, path=None) -> bool:
+        import onnx
+
+        if self.network.implicit_batch:
+            self._errors.append(ParserError("the ONNX parser only supports networks with an explicit batch dimension"))
+            return False
+        try:
+            proto = onnx.load_from_string(bytes(model))
+            onnx.checker.check_model(proto)
+        except Exception as exc:  # noqa: BLE001
+            self._errors.append(ParserError(f"failed to parse the ONNX model: {exc}"))
+            return False
+        initializers = {t.name for t in proto.graph.initializer}
+        for value in proto.graph.input:
+            if value.name in initializers:
+                continue
+            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in value.type.tensor_type.shape.dim]
+            dtype = _ONNX_TO_TRT.get(value.type.tensor_type.elem_type, DataType.FLOAT)
+            if dtype == DataType.INT64 and MAJOR < 10:
+                dtype = DataType.INT32  # 8.6 has no INT64 I/O: the parser casts it down
+            self.network.inputs.append(ITensor(value.name, dims, dtype))
+        for value in proto.graph.output:
+            self.network.outputs.append(ITensor(value.name, [], _ONNX_TO_TRT.get(value.type.tensor_type.elem_type, DataType.FLOAT)))
+        self.network.onnx = bytes(model)
+        self.network.op_types = [n.op_type for n in proto.graph.node]
+        self.network.tensor_names = {t for n in proto.graph.node for t in n.output} | {i.name for i in self.network.inputs}
+        self.network.has_qdq = any(op in ("QuantizeLinear", "DequantizeLinear") for op in self.network.op_types)
+        return True
+
+
+class IOptimizationProfile:
+    def __init__(self) -> None:
+        self.shapes: dict[str, tuple] = {}
+
+    def set_shape(self, name, min, opt, max) -> None:  # noqa: A002 - NVIDIA's parameter names
+        low, mid, high = tuple(min), tuple(opt), tuple(max)
+        if not (len(low) == len(mid) == len(high)) or any(a > b for a, b in zip(low, mid)) or any(a > b for a, b in zip(mid, high)):
+            raise ValueError(f"Inconsistent shapes for {name}: min {low} opt {mid} max {high}")
+        self.shapes[name] = (low, mid, high)
+
+    def get_shape(self, name):
+        return list(self.shapes.get(name, ((), (), ())))
+
+
+class ITimingCache:
+    def __init__(self, data: bytes) -> None:
+        self.entries: dict[str, str] = {}
+        self.compatible = True
+        if data:
+            try:
+                payload = json.loads(bytes(data))
+                self.compatible = payload.get("version") == __version__
+                self.entries = payload.get("entries", {}) if self.compatible else {}
+            except ValueError:
+                self.compatible = False
+
+    def serialize(self) -> IHostMemory:
+        return IHostMemory(json.dumps({"version": __version__, "entries": self.entries}).encode())
+
+
+class IBuilderConfig:
+    def __init__(self) -> None:
+        self.flags: set[int] = set()
+        self.pools = {int(MemoryPoolType.WORKSPACE): 1 << 34}
+        self.profiles: list[IOptimizationProfile] = []
+        self.profiling_verbosity = ProfilingVerbosity.LAYER_NAMES_ONLY
+        self.default_device_type = DeviceType.GPU
+        self.DLA_core = -1
+        self._optimization_level = 3
+        self._calibrator = None
+        self._calibration_profile = None
+        self._timing_cache: ITimingCache | None = None
+
+    def set_memory_pool_limit(self, pool, size) -> None:
+        self.pools[int(pool)] = int(size)
+
+    def get_memory_pool_limit(self, pool) -> int:
+        return self.pools[int(pool)]
+
+    def set_flag(self, flag) -> None:
+        self.flags.add(int(flag))
+
+    def get_flag(self, flag) -> bool:
+        return int(flag) in self.flags
+
+    def clear_flag(self, flag) -> None:
+        self.flags.discard(int(flag))
+
+    @property
+    def builder_optimization_level(self) -> int:
+        return self._optimization_level
+
+    @builder_optimization_level.setter
+    def builder_optimization_level(self, level) -> None:
+        if not 0 <= int(level) <= 5:
+            raise ValueError("builder optimization level must be in [0, 5]")
+        self._optimization_level = int(level)
+
+    if MAJOR < 11:
+        @property
+        def int8_calibrator(self):
+            return self._calibrator
+
+        @int8_calibrator.setter
+        def int8_calibrator(self, calibrator) -> None:
+            if MAJOR >= 10:
+                warnings.warn("int8_calibrator is deprecated in TensorRT 10.1", DeprecationWarning, stacklevel=2)
+            self._calibrator = calibrator
+
+        def set_calibration_profile(self, profile) -> bool:
+            if MAJOR >= 10:
+                warnings.warn("set_calibration_profile is deprecated", DeprecationWarning, stacklevel=2)
+            self._calibration_profile = profile
+            return True
+
+    def add_optimization_profile(self, profile: IOptimizationProfile) -> int:
+        if not profile.shapes:
+            return -1
+        self.profiles.append(profile)
+        return len(self.profiles) - 1
+
+    def create_timing_cache(self, data) -> ITimingCache:
+        return ITimingCache(bytes(data))
+
+    def set_timing_cache(self, cache: ITimingCache, ignore_mismatch: bool) -> bool:
+        if not cache.compatible and not ignore_mismatch:
+            return False
+        self._timing_cache = cache
+        return True
+
+    def get_timing_cache(self) -> ITimingCache | None:
+        return self._timing_cache
+
+
+# --- builder -------------------------------------------------------------------------------------
+
+_DLA_OPS = {"Conv", "Relu", "Add", "Mul", "MaxPool", "AveragePool", "Concat", "Sigmoid", "Pad", "Reshape",
+            "Transpose", "BatchNormalization", "PRelu", "Clip", "QuantizeLinear", "DequantizeLinear"}
+
+
+class Builder:
+    def __init__(self, logger) -> None:
+        self.logger = logger
+        self.num_DLA_cores = int(os.environ.get("TRT_SIM_DLA_CORES", "2"))
+
+    if MAJOR < 11:
+        @property
+        def platform_has_fast_int8(self) -> bool:
+            return True
+
+        @property
+        def platform_has_fast_fp16(self) -> bool:
+            return True
+
+    def create_network(self, flags: int = 0) -> INetworkDefinition:
+        return INetworkDefinition(int(flags))
+
+    def create_builder_config(self) -> IBuilderConfig:
+        return IBuilderConfig()
+
+    def create_optimization_profile(self) -> IOptimizationProfile:
+        return IOptimizationProfile()
+
+    def build_serialized_network(self, network: INetworkDefinition, config: IBuilderConfig):
+        SIM.builds += 1
+        if os.environ.get("TRT_SIM_CRASH") == "build":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if network.onnx is None:
+            _log(self.logger, ILogger.ERROR, "Network must have at least one output")
+            return None
+        if config.get_memory_pool_limit(MemoryPoolType.WORKSPACE) < (1 << 20):
+            _log(self.logger, ILogger.ERROR, "Could not find any implementation for node (insufficient workspace)")
+            return None
+        profile = config.profiles[0] if config.profiles else None
+        for tensor in network.inputs:
+            if -1 in tensor.shape and (profile is None or tensor.name not in profile.shapes):
+                _log(self.logger, ILogger.ERROR, f"Network has dynamic or shape inputs, but no optimization profile has been defined ({tensor.name})")
+                return None
+        precision, int8_scales = "fp32", {}
+        if MAJOR < 11 and config.get_flag(BuilderFlag.FP16):
+            precision = "fp16"
+        if MAJOR < 11 and config.get_flag(BuilderFlag.INT8) and not network.has_qdq:
+            int8_scales = self._calibrate(network, config)
+            if int8_scales is None:
+                return None
+            precision = "int8"
+        if network.has_qdq:
+            precision = "int8"
+        dla_gpu_layers = []
+        if config.default_device_type == DeviceType.DLA:
+            if config.DLA_core not in range(self.num_DLA_cores):
+                _log(self.logger, ILogger.ERROR, f"DLA core {config.DLA_core} does not exist")
+                return None
+            if profile is not None and any(len({lo, op, hi}) > 1 for lo, op, hi in profile.shapes.values()):
+                _log(self.logger, ILogger.ERROR, "DLA supports only static shapes (profile min = opt = max)")
+                return None
+            dla_gpu_layers = sorted({op for op in network.op_types if op not in _DLA_OPS})
+            if dla_gpu_layers and not config.get_flag(BuilderFlag.GPU_FALLBACK):
+                _log(self.logger, ILogger.ERROR, f"layers {dla_gpu_layers} cannot run on DLA and GPU fallback is off")
+                return None
+        if config.get_timing_cache() is not None:
+            config.get_timing_cache().entries[hashlib.sha256(network.onnx).hexdigest()[:16]] = precision
+        header = {
+            "version": __version__, "gpu": GPU, "precision": precision, "int8_tensors": sorted(int8_scales),
+            "fp_tensors": sorted(network.tensor_names - set(int8_scales)) if int8_scales else [],
+            "inputs": [[t.name, list(t.shape), int(t.dtype)] for t in network.inputs],
+            "outputs": [[t.name, int(t.dtype)] for t in network.outputs],
+            "profile": {k: [list(s) for s in v] for k, v in (profile.shapes.items() if profile else [])},
+            "dla_core": config.DLA_core if config.default_device_type == DeviceType.DLA else None,
+            "dla_gpu_layers": dla_gpu_layers, "layers": network.op_types,
+        }
+        blob = json.dumps(header).encode()
+        return IHostMemory(MAGIC + struct.pack("<I", len(blob)) + blob + network.onnx)
+
+    def _calibrate(self, network: INetworkDefinition, config: IBuilderConfig):
+        calibrator = config._calibrator
+        if calibrator is None:
+            _log(self.logger, ILogger.ERROR, "INT8 requested without a calibrator or Q/DQ layers")
+            return None
+        if not getattr(calibrator, "_sim_base_initialized", False):
+            raise TypeError("the calibrator's base __init__ was not called")
+        cache = _callback(self.logger, calibrator, "read_calibration_cache")
+        expected = f"TRT-{cache_version_number()}-{type(calibrator).ALGORITHM or calibrator.ALGORITHM}"
+        if cache:
+            text = bytes(cache).decode(errors="replace")
+            header = text.split("\n", 1)[0]
+            if header == expected:
+                return _parse_cache(text)
+            _log(self.logger, ILogger.WARNING, f"Calibration cache header {header!r} does not match {expected!r}: ignoring the cache")
+        # No usable cache: TensorRT calibrates, asking for data.
+        names = [t.name for t in network.inputs]
+        batch = _callback(self.logger, calibrator, "get_batch", names)
+        if not batch:
+            _log(self.logger, ILogger.ERROR, f"Tensor {names[0]} is bound to nullptr: calibration failed, no data")
+            return None
+        raise NotImplementedError("the simulator does not calibrate from data")
+
+
+def _parse_cache(text: str) -> dict[str, float]:
+    scales = {}
+    for line in text.splitlines()[1:]:
+        if ": " in line:
+            name, value = line.rsplit(": ", 1)
+            scales[name] = struct.unpack(">f", bytes.fromhex(value))[0]
+    return scales
+
+
+# --- runtime and execution ----------------------------------------------------------------------
+
+class Runtime:
+    def __init__(self, logger) -> None:
+        self.logger = logger
+        self.DLA_core = -1
+
+    def deserialize_cuda_engine(self, data):
+        data = bytes(data)
+        if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 4:
+            _log(self.logger, ILogger.ERROR, "1: [runtime.cpp::parsePlan] Error Code 1: Serialization (Serialization assertion magicTagRead == kMAGIC_TAG failed.)")
+            return None
+        size = struct.unpack("<I", data[len(MAGIC):len(MAGIC) + 4])[0]
+        try:
+            header = json.loads(data[len(MAGIC) + 4:len(MAGIC) + 4 + size])
+        except ValueError:
+            _log(self.logger, ILogger.ERROR, "Serialization: the engine plan is corrupt")
+            return None
+        onnx_bytes = data[len(MAGIC) + 4 + size:]
+        if header["version"] != __version__:
+            _log(self.logger, ILogger.ERROR, f"The engine plan file is not compatible with this version of TensorRT, expecting library version {__version__} got {header['version']}")
+            return None
+        if header["gpu"] != GPU:
+            _log(self.logger, ILogger.ERROR, f"The engine plan file is generated on an incompatible device ({header['gpu']})")
+            return None
+        try:
+            import onnx
+
+            onnx.load_from_string(onnx_bytes)
+        except Exception:  # noqa: BLE001
+            _log(self.logger, ILogger.ERROR, "Serialization: the engine plan is corrupt")
+            return None
+        return ICudaEngine(header, onnx_bytes)
+
+
+class IEngineInspector:
+    def __init__(self, engine: "ICudaEngine") -> None:
+        self.engine = engine
+
+    def get_engine_information(self, fmt) -> str:
+        header = self.engine.header
+        layers = [{"Name": f"{{ForeignNode[{'+'.join(header['layers'][:3])}...]}}"}] if header["dla_core"] is not None else []
+        layers += [{"Name": op, "Device": "GPU"} for op in header["dla_gpu_layers"]] if header["dla_core"] is not None else [{"Name": op} for op in header["layers"]]
+        return json.dumps({"Layers": layers})
+
+
+class ICudaEngine:
+    def __init__(self, header: dict, onnx_bytes: bytes) -> None:
+        self.header = header
+        self.onnx_bytes = onnx_bytes
+        self._inputs = {name: (tuple(shape), dtype) for name, shape, dtype in header["inputs"]}
+        self._outputs = {name: dtype for name, dtype in header["outputs"]}
+        self._names = list(self._inputs) + list(self._outputs)
+        self._session = None
+        self._session_lock = threading.Lock()
+
+    @property
+    def num_io_tensors(self) -> int:
+        return len(self._names)
+
+    @property
+    def num_optimization_profiles(self) -> int:
+        return 1 if self.header["profile"] else 0
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.header["layers"])
+
+    if MAJOR < 10:
+        @property
+        def num_bindings(self) -> int:
+            return len(self._names)
+
+    def get_tensor_name(self, index: int) -> str:
+        return self._names[index]
+
+    def get_tensor_mode(self, name: str):
+        return TensorIOMode.INPUT if name in self._inputs else TensorIOMode.OUTPUT if name in self._outputs else TensorIOMode.NONE
+
+    def get_tensor_dtype(self, name: str):
+        return DataType.__dict__[_dtype_name(self._inputs[name][1] if name in self._inputs else self._outputs[name])]
+
+    def get_tensor_shape(self, name: str):
+        if name in self._inputs:
+            return self._inputs[name][0]
+        return tuple(-1 for _ in self._output_rank(name))
+
+    def get_tensor_profile_shape(self, name: str, profile: int):
+        low, opt, high = self.header["profile"][name]
+        return [tuple(low), tuple(opt), tuple(high)]
+
+    def create_execution_context(self):
+        return IExecutionContext(self)
+
+    def create_engine_inspector(self):
+        return IEngineInspector(self)
+
+    def session(self):
+        with self._session_lock:
+            if self._session is None:
+                import onnxruntime as ort
+
+                options = ort.SessionOptions()
+                options.log_severity_level = 3
+                self._session = ort.InferenceSession(self.onnx_bytes, options, providers=["CPUExecutionProvider"])
+            return self._session
+
+    def _output_rank(self, name):
+        for output in self.session().get_outputs():
+            if output.name == name:
+                return output.shape
+        raise KeyError(name)
+
+
+def _dtype_name(value: int) -> str:
+    for key, member in vars(DataType).items():
+        if isinstance(member, _Enum) and int(member) == int(value):
+            return key
+    raise KeyError(value)
+
+
+class IExecutionContext:
+    def __init__(self, engine: ICudaEngine) -> None:
+        self.engine = engine
+        self.shapes: dict[str, tuple] = {}
+        self.addresses: dict[str, int] = {}
+        self.output_shapes: dict[str, tuple] = {}
+
+    def set_optimization_profile_async(self, index: int, stream_handle: int) -> bool:
+        if index != 0 or not self.engine.header["profile"]:
+            raise RuntimeError(f"profile index {index} is out of range")
+        return True
+
+    def set_input_shape(self, name: str, shape) -> bool:
+        shape = tuple(int(d) for d in shape)
+        declared = self.engine._inputs.get(name, (None,))[0]
+        if declared is None or len(declared) != len(shape):
+            return False
+        if name in self.engine.header["profile"]:
+            low, _, high = self.engine.header["profile"][name]
+            if any(s < lo or s > hi for s, lo, hi in zip(shape, low, high)):
+                return False
+        elif any(d != -1 and d != s for d, s in zip(declared, shape)):
+            return False
+        self.shapes[name] = shape
+        self.output_shapes = {}
+        return True
+
+    def get_tensor_shape(self, name: str):
+        if name in self.engine._inputs:
+            return self.shapes.get(name, self.engine._inputs[name][0])
+        if name not in self.output_shapes:
+            if set(self.shapes) != set(self.engine._inputs):
+                return tuple(-1 for _ in self.engine._output_rank(name))
+            feeds = {n: np.zeros(s, nptype(self.engine.get_tensor_dtype(n))) for n, s in self.shapes.items()}
+            self.output_shapes = {k: v.shape for k, v in self._compute(feeds).items()}
+        return self.output_shapes[name]
+
+    def set_tensor_address(self, name: str, address: int) -> bool:
+        if name not in self.engine._names:
+            return False
+        self.addresses[name] = int(address)
+        return True
+
+    def execute_async_v3(self, stream_handle: int) -> bool:
+        from pycuda import driver
+
+        if SIM.execute_delay_s:
+            time.sleep(SIM.execute_delay_s)
+        if SIM.execute_raises:
+            raise RuntimeError("CUDA error 719: unspecified launch failure (simulated)")
+        if SIM.execute_returns_false:
+            return False
+        if set(self.shapes) != set(self.engine._inputs) or set(self.addresses) != set(self.engine._names):
+            print("[TRT-SIM] execute_async_v3: not all input shapes or tensor addresses are set", file=sys.stderr)
+            return False
+        driver._require_context()
+        feeds = {}
+        for name, shape in self.shapes.items():
+            dtype = np.dtype(nptype(self.engine.get_tensor_dtype(name)))
+            feeds[name] = driver._read(self.addresses[name], volume(shape) * dtype.itemsize).view(dtype).reshape(shape)
+        outputs = self._compute(feeds)
+        for name, value in outputs.items():
+            dtype = np.dtype(nptype(self.engine.get_tensor_dtype(name)))
+            if not driver._write(self.addresses[name], np.ascontiguousarray(value, dtype).tobytes()):
+                print(f"[TRT-SIM] output {name} does not fit its buffer", file=sys.stderr)
+                return False
+        self.output_shapes = {k: v.shape for k, v in outputs.items()}
+        return True
+
+    def _compute(self, feeds: dict) -> dict:
+        session = self.engine.session()
+        onnx_types = {i.name: i.type for i in session.get_inputs()}
+        feeds = {k: v.astype(np.int64) if onnx_types.get(k) == "tensor(int64)" else v for k, v in feeds.items()}
+        names = [o.name for o in session.get_outputs()]
+        outputs = dict(zip(names, session.run(names, feeds)))
+        precision = self.engine.header["precision"]
+        rng = np.random.default_rng(0)
+        for name, value in outputs.items():
+            if value.dtype != np.float32:
+                continue
+            if precision == "fp16":
+                outputs[name] = value.astype(np.float16).astype(np.float32)
+            elif precision == "int8":
+                error = float(os.environ.get("TRT_SIM_INT8_ERROR", "0.001"))
+                scale = float(np.abs(value).mean()) or 1.0
+                outputs[name] = (value + rng.normal(0, error * scale, value.shape)).astype(np.float32)
+        return outputs
