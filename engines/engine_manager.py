@@ -16,16 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import onnx
-
 from calibration import TABLES_DIR
 from calibration.qdq import make_qdq_model, output_tensors
 from calibration.table import ALGORITHMS, CalibrationTableError, read_table, render_trt_cache, trt_version_number
 from engines.engine_cache import EngineCache, EngineKey, EngineRecord, forget
-from engines.errors import OrinAvatarError
+from engines.errors import ModelStoreError, OrinAvatarError
 from engines.fallback import FallbackRunner
 from engines.files import sha256_file
 from engines.model_policy import POLICIES, ModelPolicy
+from engines.onnx_check import check_onnx
 from engines.onnxrt_runner import OnnxRuntimeRunner
 from engines.platform import Platform, probe_platform
 from engines.store.model_store import ModelStore
@@ -150,7 +149,7 @@ class EngineManager:
             build_in_child(request, self.settings.build_timeout_s, report)
             record.build_seconds = round(time.monotonic() - started, 1)
             problem = self._validate(policy, key, Path(request.output), record)
-        except (EngineBuildError, CalibrationTableError) as exc:
+        except (EngineBuildError, CalibrationTableError, ModelStoreError) as exc:
             problem = str(exc)
         if problem is not None:
             record.reason = problem
@@ -164,13 +163,13 @@ class EngineManager:
         return Outcome(policy.model, self.cache.engine_path(key), key.precision, (), record)
 
     def _request(self, policy: ModelPolicy, key: EngineKey) -> BuildRequest:
-        onnx_path = self.store.path(policy.model)
+        onnx_path = self.store.path(policy.model)  # hash checked against the manifest
+        model = check_onnx(onnx_path, self.store.root)
         cache = header = None
         if key.precision == "int8":
             table_path = self.tables / f"{policy.name}.json"
             if not table_path.is_file():
                 raise EngineBuildError(f"no calibration table {table_path}; run 'orin-avatar calibrate {policy.name}'")
-            model = onnx.load(str(onnx_path), load_external_data=False)
             names = {t for n in model.graph.node for t in (*n.input, *n.output)} | {i.name for i in model.graph.input}
             table = read_table(table_path, key.onnx_sha256, names)
             fp32 = output_tensors(model, table.fp32_nodes)

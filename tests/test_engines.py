@@ -351,3 +351,32 @@ def test_engines_list_and_build_cli_with_the_simulator(trt, store, tmp_path, tab
     assert "face: TensorRT fp16 engine" in result.stdout
     result = run_cli("--store", str(home_store), "engines", "list", env=env)
     assert "TensorRT: 10.3.0" in result.stdout and "face" in result.stdout and "valid" in result.stdout
+
+
+def test_onnx_is_checked_before_the_parser_sees_it(store, tmp_path):
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from engines.errors import ModelStoreError
+    from engines.onnx_check import check_onnx
+
+    assert len(check_onnx(store.path("face.onnx"), store.root).graph.node) > 10
+    root = tmp_path / "store"
+    root.mkdir()
+    weights = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 4])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 4])], [weights])
+    model = helper.make_model(graph)
+    onnx.save(model, str(root / "m.onnx"), save_as_external_data=True, location="m.data", size_threshold=0)
+    assert check_onnx(root / "m.onnx", root).graph.initializer[0].name == "w"
+    for entry in model.graph.initializer[0].external_data:
+        if entry.key == "location":
+            entry.value = "../../etc/passwd"
+    model.graph.initializer[0].data_location = onnx.TensorProto.EXTERNAL
+    (root / "evil.onnx").write_bytes(model.SerializeToString())
+    with pytest.raises(ModelStoreError, match="points outside the model store"):
+        check_onnx(root / "evil.onnx", root)
+    (root / "junk.onnx").write_bytes(b"\x08\x07junk")
+    with pytest.raises(ModelStoreError, match="not a readable ONNX model"):
+        check_onnx(root / "junk.onnx", root)
