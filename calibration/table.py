@@ -37,6 +37,7 @@ class CalibrationTable:
     method: str  # entropy | percentile | minmax
     amax: dict[str, float]  # tensor name -> symmetric range
     fp32_nodes: tuple[str, ...] = ()  # nodes kept out of INT8 (their output tensors have no range)
+    ops: tuple[str, ...] = ()  # op types quantized (ranges exist only around these); () = all
     tools: dict[str, str] = field(default_factory=dict)
     gates: dict = field(default_factory=dict)  # accuracy measured by `calibrate --check`
 
@@ -103,7 +104,8 @@ def write_table(path: Path, table: CalibrationTable) -> None:
     if table.method not in ALGORITHMS:
         raise CalibrationTableError(f"{path}: method {table.method!r} is not one of {', '.join(ALGORITHMS)}")
     data = {"schema": SCHEMA, "model": table.model, "model_sha256": table.model_sha256, "method": table.method,
-            "amax": amax, "fp32_nodes": list(table.fp32_nodes), "tools": table.tools, "gates": table.gates}
+            "amax": amax, "fp32_nodes": list(table.fp32_nodes), "ops": list(table.ops), "tools": table.tools,
+            "gates": table.gates}
     write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
 
 
@@ -121,7 +123,8 @@ def read_table(path: Path, model_sha256: str | None = None, tensor_names: set[st
         table = CalibrationTable(
             model=str(data["model"]), model_sha256=str(data["model_sha256"]), method=str(data["method"]),
             amax={str(k): _checked(k, float(v), str(path)) for k, v in data["amax"].items()},
-            fp32_nodes=tuple(data.get("fp32_nodes", ())), tools=dict(data.get("tools", {})), gates=dict(data.get("gates", {})))
+            fp32_nodes=tuple(data.get("fp32_nodes", ())), ops=tuple(data.get("ops", ())),
+            tools=dict(data.get("tools", {})), gates=dict(data.get("gates", {})))
     except (KeyError, TypeError, ValueError) as exc:
         raise CalibrationTableError(f"{path}: missing or malformed field {exc}") from None
     if model_sha256 is not None and table.model_sha256 != model_sha256:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engines.errors import OrinAvatarError
 
-from device.commands import conversation, debug, engines, models
+from device.commands import calibrate, conversation, debug, engines, models
 from device.bench import models as bench_models
 from device.bench import turn as bench_turn
 
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     conversation.register(commands)
     models.register(commands)
     engines.register(commands)
+    calibrate.register(commands)
     debug.register(commands)
     bench = commands.add_parser("bench", help="measure speed and memory")
     bench_kinds = bench.add_subparsers(dest="bench", required=True, metavar="WHAT")

@@ -21,14 +21,17 @@ class VoiceActivityDetector:
         self._state = np.zeros((2, 1, 128), np.float32)
         self._context = np.zeros(CONTEXT, np.float32)
 
-    def probability(self, frame: np.ndarray) -> float:
+    def feeds(self, frame: np.ndarray) -> dict[str, np.ndarray]:
+        """The model's inputs for `frame` in the current stream state (calibration records them)."""
         frame = np.asarray(frame, np.float32)
         if frame.shape != (FRAME,):
             raise ValueError(f"a VAD frame is {FRAME} samples at 16 kHz, got shape {frame.shape}")
-        window = np.concatenate([self._context, frame])[None, :]
-        out = self.runner.infer({"input": window, "state": self._state})
+        return {"input": np.concatenate([self._context, frame])[None, :], "state": self._state}
+
+    def probability(self, frame: np.ndarray) -> float:
+        out = self.runner.infer(self.feeds(frame))
         self._state = out["stateN"]
-        self._context = frame[-CONTEXT:]
+        self._context = np.asarray(frame, np.float32)[-CONTEXT:]
         return float(out["output"][0, 0])
 
     def probabilities(self, audio: np.ndarray) -> np.ndarray:

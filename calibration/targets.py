@@ -1,0 +1,182 @@
+"""What calibrating each model means: its inputs, and the accuracy gate INT8 must pass against FP32.
+
+Gates (measured on the held-apart set, INT8 = the Q/DQ model on ONNX Runtime):
+- face: every face FP32 finds confidently found again, boxes of mean IoU >= 0.9, no new detections;
+- text: mean embedding cosine >= 0.98 and the same top intent for every sentence;
+- asr-encoder: word error rate within 1 point of FP32's (the decoder stays FP32);
+- vad: speech/no-speech decisions agree on >= 99% of frames.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from engines.runner import Runner
+from engines.store.model_store import ModelStore
+
+from calibration import data
+from device.conversation.dialogue import BUILTINS
+from device.conversation.knowledge import load_knowledge
+from device.models.asr import PAD, SpeechRecognizer
+from device.models.faces import FaceDetector, letterbox
+from device.models.text_encoder import TextEncoder
+from device.models.vad import FRAME, VoiceActivityDetector
+
+Feeds = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Gate:
+    metric: str
+    value: float
+    threshold: str
+    passed: bool
+    quality: float  # higher is better; ranks candidates in the sensitivity sweep
+
+    def as_dict(self) -> dict:
+        return {"metric": self.metric, "value": round(self.value, 5), "threshold": self.threshold, "passed": self.passed}
+
+
+@dataclass(frozen=True)
+class Target:
+    model: str
+    dataset: Callable[[ModelStore, Path | None], data.Dataset]
+    feeds: Callable[[ModelStore, list], list[Feeds]]
+    gate: Callable[[ModelStore, Runner, Runner, list], Gate]
+    sweep_ops: tuple[str, ...]  # op types whose nodes may be kept in FP32
+    ops: tuple[str, ...] = ()  # op types to quantize; () = every op ONNX Runtime can quantize
+
+
+# --- text -----------------------------------------------------------------------------------------
+
+def _text_feeds(store: ModelStore, sentences: list[str]) -> list[Feeds]:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(store.path("text-tokenizer.json")))
+    out = []
+    for sentence in sentences:
+        encoded = tokenizer.encode(sentence)
+        out.append({"input_ids": np.array([encoded.ids], np.int64), "attention_mask": np.array([encoded.attention_mask], np.int64)})
+    return out
+
+
+def _text_gate(store: ModelStore, fp32: Runner, int8: Runner, sentences: list[str]) -> Gate:
+    reference, quantized = (TextEncoder(r, store.path("text-tokenizer.json")) for r in (fp32, int8))
+    a, b = reference.embed(sentences), quantized.embed(sentences)
+    cosines = np.sum(a * b, axis=1)
+    cosine = float(np.mean(cosines))
+    intents = (*BUILTINS, *load_knowledge())
+    owners = np.array([i.name for i in intents for _ in i.examples])
+    examples = [e for i in intents for e in i.examples]
+    top_a = owners[np.argmax(a @ reference.embed(examples).T, axis=1)]
+    top_b = owners[np.argmax(b @ quantized.embed(examples).T, axis=1)]
+    changed = int(np.sum(top_a != top_b))
+    passed = cosine >= 0.98 and changed == 0
+    return Gate(f"mean cosine (min {cosines.min():.3f}), top intents changed", cosine, ">= 0.98, 0 changed", passed,
+                cosine - changed)
+
+
+# --- face -----------------------------------------------------------------------------------------
+
+def _face_feeds(store: ModelStore, images: list) -> list[Feeds]:
+    return [{"input": letterbox(image)[0]} for image in images]
+
+
+def _iou(a, b) -> float:
+    x0, y0, x1, y1 = max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
+    inter = max(0.0, x1 - x0) * max(0.0, y1 - y0)
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+CONFIDENT = 0.75  # faces FP32 is unsure of (scores near the 0.5 threshold) may flip either way
+
+
+def _face_gate(store: ModelStore, fp32: Runner, int8: Runner, images: list) -> Gate:
+    """INT8 finds every face FP32 finds confidently, with boxes of mean IoU >= 0.9 to FP32's, and
+    finds nothing confidently where FP32 found nothing."""
+    reference, quantized = FaceDetector(fp32), FaceDetector(int8)
+    overlaps, new = [], 0
+    for image in images:
+        expected, got = reference.detect(image), quantized.detect(image)
+        overlaps += [max((_iou(f.box, g.box) for g in got), default=0.0) for f in expected if f.score >= CONFIDENT]
+        new += sum(1 for g in got if g.score >= CONFIDENT and max((_iou(g.box, e.box) for e in expected), default=0.0) < 0.5)
+    lost = sum(1 for o in overlaps if o < 0.5)
+    mean = float(np.mean(overlaps)) if overlaps else 0.0
+    passed = bool(overlaps) and mean >= 0.9 and lost == 0 and new == 0
+    return Gate(f"mean box IoU over {len(overlaps)} faces; lost, new", mean, ">= 0.9; 0 lost, 0 new", passed, mean - lost - new)
+
+
+# --- speech ---------------------------------------------------------------------------------------
+
+def _encoder_feeds(store: ModelStore, clips: list) -> list[Feeds]:
+    return [{"input_values": np.pad(clip.audio, PAD)[None, :]} for clip in clips]
+
+
+def word_error_rate(reference: str, hypothesis: str) -> float:
+    ref, hyp = _words(reference), _words(hypothesis)
+    distance = np.arange(len(hyp) + 1)
+    for i, r in enumerate(ref, 1):
+        previous, distance = distance, np.empty_like(distance)
+        distance[0] = i
+        for j, h in enumerate(hyp, 1):
+            distance[j] = min(previous[j] + 1, distance[j - 1] + 1, previous[j - 1] + (r != h))
+    return float(distance[-1]) / max(len(ref), 1)
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9']+", text.lower().replace("-", ""))
+
+
+def _encoder_gate(store: ModelStore, fp32: Runner, int8: Runner, clips: list) -> Gate:
+    from engines.onnxrt_runner import OnnxRuntimeRunner
+
+    with OnnxRuntimeRunner("asr-decoder", store.path("asr-decoder.onnx"), threads=2) as decoder:
+        vocabulary = store.path("asr-tokenizer.bin")
+        reference, quantized = SpeechRecognizer(fp32, decoder, vocabulary), SpeechRecognizer(int8, decoder, vocabulary)
+        scored = [c for c in clips if c.text]
+        wer_fp32 = np.mean([word_error_rate(c.text, reference.transcribe(c.audio).text) for c in scored])
+        wer_int8 = np.mean([word_error_rate(c.text, quantized.transcribe(c.audio).text) for c in scored])
+    delta = float(wer_int8 - wer_fp32) * 100
+    return Gate(f"WER points over FP32 ({wer_fp32 * 100:.1f}% -> {wer_int8 * 100:.1f}%)", delta, "<= 1.0", delta <= 1.0, -delta)
+
+
+def _vad_windows(vad: VoiceActivityDetector, audio: np.ndarray) -> tuple[list[Feeds], np.ndarray]:
+    """The model's real inputs (window and recurrent state) along a clip, and its decisions."""
+    vad.reset()
+    feeds, decisions = [], []
+    for start in range(0, len(audio) - FRAME + 1, FRAME):
+        frame = audio[start:start + FRAME]
+        feeds.append(vad.feeds(frame))
+        decisions.append(vad.probability(frame) >= 0.5)
+    return feeds, np.array(decisions)
+
+
+def _vad_feeds(store: ModelStore, clips: list) -> list[Feeds]:
+    from device.models import catalog
+
+    vad = catalog.load_vad(store)
+    return [f for clip in clips for f in _vad_windows(vad, clip.audio)[0][::3]]
+
+
+def _vad_gate(store: ModelStore, fp32: Runner, int8: Runner, clips: list) -> Gate:
+    reference, quantized = VoiceActivityDetector(fp32), VoiceActivityDetector(int8)
+    a = np.concatenate([_vad_windows(reference, c.audio)[1] for c in clips])
+    b = np.concatenate([_vad_windows(quantized, c.audio)[1] for c in clips])
+    agreement = float(np.mean(a == b))
+    return Gate(f"frame agreement over {a.size} frames", agreement, ">= 0.99", agreement >= 0.99, agreement)
+
+
+TARGETS: dict[str, Target] = {
+    "face": Target("face.onnx", lambda store, d: data.photos(d), _face_feeds, _face_gate, ("Conv",)),
+    # Only the MatMuls: quantizing the embedding lookup and the -10000 attention-mask bias ruins BERT.
+    "text": Target("text.onnx", lambda store, d: data.sentences(d), _text_feeds, _text_gate, ("MatMul",), ("MatMul",)),
+    "asr-encoder": Target("asr-encoder.onnx", data.speech, _encoder_feeds, _encoder_gate, ("MatMul", "Conv"),
+                          ("MatMul", "Conv")),
+    "vad": Target("vad.onnx", data.speech, _vad_feeds, _vad_gate, ("Conv", "MatMul")),
+}
