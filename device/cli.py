@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engines.errors import OrinAvatarError
 
-from device.commands import calibrate, conversation, debug, engines, models
+from device.commands import calibrate, conversation, debug, engines, models, service
 from device.bench import models as bench_models
 from device.bench import turn as bench_turn
 
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, help="CPU threads per model (overrides [cpu] threads)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    service.register(commands)
     conversation.register(commands)
     models.register(commands)
     engines.register(commands)

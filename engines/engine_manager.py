@@ -73,12 +73,14 @@ class Outcome:
 
 class EngineManager:
     def __init__(self, store: ModelStore, cache_root: Path, settings: EngineSettings,
-                 platform: Platform | None = None, tables: Path = TABLES_DIR) -> None:
+                 platform: Platform | None = None, tables: Path = TABLES_DIR, report: Report = log.info) -> None:
+        """`report` receives build progress of the background builds (`serve`)."""
         self.store = store
         self.cache = EngineCache(cache_root)
         self.settings = settings
         self.platform = platform or probe_platform()
         self.tables = Path(tables)
+        self.report = report
         self._queue: queue.Queue = queue.Queue()
         self._server: threading.Thread | None = None
 
@@ -204,19 +206,19 @@ class EngineManager:
 
     # --- the daemon's side ---------------------------------------------------------------------
 
-    def serve(self, runner: FallbackRunner, model: str, report: Report = log.info) -> None:
+    def serve(self, runner: FallbackRunner, model: str) -> None:
         """Find or build the engine in the background and switch `runner` to it when ready. Builds
         run one at a time (each can take most of the Orin's memory), in the order asked."""
-        self._queue.put((runner, model, report))
+        self._queue.put((runner, model))
         if self._server is None:
             self._server = threading.Thread(target=self._serve_all, name="engine-builds", daemon=True)
             self._server.start()
 
     def _serve_all(self) -> None:
         while True:
-            runner, model, report = self._queue.get()
+            runner, model = self._queue.get()
             try:
-                outcome = self.ensure(model, report=report)
+                outcome = self.ensure(model, report=self.report)
                 if outcome.engine is None:
                     runner.stats.last_reason = "; ".join(outcome.reasons) or "no engine"
                 else:

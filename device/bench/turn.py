@@ -68,7 +68,8 @@ def _run(args: argparse.Namespace) -> int:
         conversation.close()
         speakers[0].close()
     report = build_report(questions, [turn_report(t) for t in conversation.turns], args.repeat, threads,
-                          settings.endpoint.hangover_ms, backends(conversation), settings.tts.cache)
+                          settings.endpoint.hangover_ms,
+                          {name: r.backend for name, r in conversation.runners().items()}, settings.tts.cache)
     print_report(report)
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2) + "\n")
@@ -78,13 +79,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.compare:
         print_comparison(report, json.loads(args.compare.read_text()))
     return 0
-
-
-def backends(conversation) -> dict[str, str]:
-    runners = {"vad": conversation.vad.runner, "asr-encoder": conversation.asr.encoder,
-               "asr-decoder": conversation.asr.decoder, "tts": conversation.speech.tts.runner,
-               "text": conversation.dialogue.encoder.runner}
-    return {name: runner.backend for name, runner in runners.items()}
 
 
 def build_report(questions: list[Question], turns: list[dict], repeat: int, threads: int, hangover_ms: int,

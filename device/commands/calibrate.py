@@ -18,7 +18,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     calibrate.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all ({', '.join(TARGETS)})")
     calibrate.add_argument("--data", type=Path, help="a site's own samples: WAV files (speech models), images (face) "
                                                      "or .txt files of sentences (text); default: shipped material")
-    calibrate.add_argument("--method", choices=["entropy", "percentile", "minmax"], default="entropy")
+    calibrate.add_argument("--method", choices=["entropy", "percentile", "minmax"],
+                           help="range method (default: each model's own, entropy except text's minmax)")
     calibrate.add_argument("--samples", type=int, default=64, help="calibration inputs per model (default 64)")
     calibrate.add_argument("--out", type=Path, default=TABLES_DIR, help=f"where tables go (default {TABLES_DIR})")
     calibrate.add_argument("--check", action="store_true", help="check the existing tables' gates instead of making new ones")
@@ -36,12 +37,13 @@ def _run(args: argparse.Namespace) -> int:
     store = store_of(args)
     results = []
     for name in args.models or TARGETS:
-        print(f"{name}: {'checking ' + str(args.out / (name + '.json')) if args.check else 'calibrating (' + args.method + ')'}",
+        method = args.method or TARGETS[name].method
+        print(f"{name}: {'checking ' + str(args.out / (name + '.json')) if args.check else 'calibrating (' + method + ')'}",
               file=sys.stderr, flush=True)
         if args.check:
             results.append(check(name, store, args.out, args.data))
         else:
-            results.append(calibrate(name, store, args.out, args.method, args.samples, args.data,
+            results.append(calibrate(name, store, args.out, method, args.samples, args.data,
                                      report=lambda line: print(line, file=sys.stderr, flush=True)))
     print(f"{'model':<12} {'gate':<52} {'value':>9} {'needs':<18} {'result':<6} {'FP32 layers':>11} {'FP32 ms':>8} {'INT8 ms':>8}")
     for r in results:

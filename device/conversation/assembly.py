@@ -21,9 +21,9 @@ from device.sound.speakers import Speaker
 log = logging.getLogger(__name__)
 
 
-def make_engines(settings: Settings, store: ModelStore) -> EngineManager | None:
+def make_engines(settings: Settings, store: ModelStore, report: Callable[[str], None] = log.info) -> EngineManager | None:
     """The engine manager, or None (with one log line saying why) when every model runs on the CPU."""
-    manager = EngineManager(store, state_home() / "engines", settings.engines)
+    manager = EngineManager(store, state_home() / "engines", settings.engines, report=report)
     if manager.unavailable:
         log.warning("all models run on the CPU (ONNX Runtime): %s", manager.unavailable)
         return None
@@ -37,15 +37,16 @@ def build_dialogue(settings: Settings, store: ModelStore, threads: int, engines:
 
 
 def build_conversation(settings: Settings, store: ModelStore, threads: int,
-                       make_speaker: Callable[[int], Speaker]) -> Conversation:
+                       make_speaker: Callable[[int], Speaker], heartbeat: Callable[[], None] = lambda: None,
+                       report: Callable[[str], None] = log.info) -> Conversation:
     """A ready conversation; `make_speaker` gets the voice's sample rate. Models start on the CPU
     and move to their TensorRT engines as these are found or built; the knowledge base's answers
     start synthesizing into the cache in the background."""
-    engines = make_engines(settings, store)
+    engines = make_engines(settings, store, report)
     tts = catalog.load_tts(store, threads, variability=settings.tts.variability, length_scale=settings.tts.length_scale,
                            engines=engines)
     speech = SpeechOut(tts, cache=settings.tts.cache)
     dialogue = build_dialogue(settings, store, threads, engines)
     speech.prepare([i.answer for i in dialogue.intents.values() if i.answer])
-    return Conversation(catalog.load_vad(store, engines=engines), catalog.load_asr(store, threads, engines), dialogue,
-                        speech, make_speaker(tts.sample_rate), settings.endpoint)
+    return Conversation(catalog.load_vad(store, engines=engines), catalog.load_asr(store, threads, engines),
+                        dialogue, speech, make_speaker(tts.sample_rate), settings.endpoint, heartbeat)

@@ -19,6 +19,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from device.conversation.speech_out import SpeechOut
 from device.models.asr import SpeechRecognizer, Transcript
 from device.models.vad import FRAME, VoiceActivityDetector
 from device.sound.speakers import Speaker
+from engines.runner import Runner
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,8 @@ class Turn:
 
 class Conversation:
     def __init__(self, vad: VoiceActivityDetector, asr: SpeechRecognizer, dialogue: Dialogue, speech: SpeechOut,
-                 speaker: Speaker, endpoint: EndpointSettings) -> None:
+                 speaker: Speaker, endpoint: EndpointSettings, heartbeat: Callable[[], None] = lambda: None) -> None:
+        """`heartbeat` is called by the turns thread at least every second while it is alive."""
         self.vad = vad
         self.asr = asr
         self.dialogue = dialogue
@@ -62,6 +65,7 @@ class Conversation:
         self.speaker = speaker
         self.endpointer = Endpointer(endpoint)
         self.turns: list[Turn] = []
+        self.heartbeat = heartbeat
         self._frame = 0
         self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
         self._speculative: tuple[int, Future[Transcript]] | None = None
@@ -88,6 +92,11 @@ class Conversation:
                 self._speculative = None
             elif isinstance(event, Utterance):
                 self._submit(event)
+
+    def runners(self) -> dict[str, Runner]:
+        """Each model's runner, for reports of which backend serves it."""
+        return {"vad": self.vad.runner, "asr-encoder": self.asr.encoder, "asr-decoder": self.asr.decoder,
+                "tts": self.speech.tts.runner, "text": self.dialogue.encoder.runner}
 
     def idle(self) -> bool:
         """No utterance being heard, recognised or answered, and the speaker silent."""
@@ -126,7 +135,14 @@ class Conversation:
     # --- the turns thread --------------------------------------------------------------------
 
     def _turns(self) -> None:
-        while (item := self._pending.get()) is not None:
+        while True:
+            self.heartbeat()
+            try:
+                item = self._pending.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            if item is None:
+                return
             turn, future = item
             try:
                 self._take_turn(turn, future)
@@ -155,7 +171,9 @@ class Conversation:
             self._replying.set()
             self._cancel = threading.Event()
             self._speech_pool.submit(self._reply, turn, self._cancel)
-        log.info("turn %d: %r -> %s (%.2f, %s)", turn.id, turn.transcript, answer.intent, answer.score, answer.source)
+            return
+        log.info("turn %d: %r -> %s (%s)", turn.id, turn.transcript, answer.intent, turn.ignored or "stopped speaking",
+                 extra={"TURN_ID": turn.id, "INTENT": answer.intent})
 
     # --- the speech thread -------------------------------------------------------------------
 
@@ -177,3 +195,8 @@ class Conversation:
         finally:
             self._replying.clear()
             turn.done.set()
+            ms = turn.timings.stages_ms()
+            log.info("turn %d: %r -> %s (%.2f, %s) answered in %s ms%s", turn.id, turn.transcript, turn.answer.intent,
+                     turn.answer.score, turn.answer.source, ms["turn"], ", interrupted" if turn.interrupted else "",
+                     extra={"TURN_ID": turn.id, "INTENT": turn.answer.intent, "STAGE": "reply",
+                            "LATENCY_MS": ms["turn"], "ASR_MS": ms["asr"]})

@@ -1,0 +1,87 @@
+"""`orin-avatar status`, `doctor` and `install-service`: the commands around the daemon."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from engines.errors import OrinAvatarError
+
+from device.commands.context import print_json
+from device.service import daemon
+from device.service.doctor import run_checks
+from device.service.status_socket import read_status
+
+REPO = Path(__file__).resolve().parent.parent.parent
+UNIT_DIR = Path("/etc/systemd/system")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    daemon.register(commands)
+    status = commands.add_parser("status", help="the running daemon: backends and why, fallbacks, last turns, devices")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(run=_status)
+    doctor = commands.add_parser("doctor", help="check everything an installation needs and say what to fix")
+    doctor.add_argument("--json", action="store_true", help="print JSON")
+    doctor.set_defaults(run=_doctor)
+    install = commands.add_parser("install-service", help="install and enable the systemd unit (as root)")
+    install.add_argument("--no-enable", action="store_true", help="install only")
+    install.set_defaults(run=_install)
+
+
+def _status(args: argparse.Namespace) -> int:
+    status = read_status()
+    if args.json:
+        print_json(status)
+        return 0
+    print(f"orin-avatar {status['state']} (pid {status['pid']}, up {status['uptime_s']:.0f} s): {status['status']}")
+    for name, model in status["models"].items():
+        extra = f" - {model['reason']}" if model.get("reason") and model["backend"].startswith("onnxruntime") else ""
+        counts = f" engine {model['engine_calls']}, cpu {model['cpu_calls']}, fallbacks {model['fallbacks']}" if "cpu_calls" in model else ""
+        print(f"  {name:<12} {model['backend']}{extra}{counts}")
+    for device, state in status["devices"].items():
+        print(f"  {device:<12} {state}")
+    if status["hung_stages"]:
+        print(f"  HUNG: {', '.join(status['hung_stages'])}")
+    print(f"  knowledge    {status['knowledge']['intents']} intents; last reload: {status['knowledge']['last_reload'] or '-'}")
+    for turn in status["turns"]:
+        print(f"  turn {turn['turn']:>3}  {turn['latency_ms'] or '-':>7} ms  {turn['intent'] or turn['ignored'] or '-':<15} {turn['transcript']}")
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    checks = run_checks(args)
+    if args.json:
+        print_json([c.__dict__ for c in checks])
+    else:
+        for check in checks:
+            print(f"[{check.level:<4}] {check.name:<22} {check.detail}")
+            if check.fix and check.level != "ok":
+                print(f"{'':29}fix: {check.fix}")
+    return 1 if any(c.level == "FAIL" for c in checks) else 0
+
+
+def _install(args: argparse.Namespace) -> int:
+    if shutil.which("systemctl") is None:
+        raise OrinAvatarError("systemctl not found: this machine does not run systemd")
+    for name, dest in (("orin-avatar.service", UNIT_DIR), ("orin-avatar.sysusers", Path("/usr/lib/sysusers.d")),
+                       ("orin-avatar.tmpfiles", Path("/usr/lib/tmpfiles.d"))):
+        target = dest / (name.replace(".sysusers", ".conf").replace(".tmpfiles", ".conf"))
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / "systemd" / name, target)
+        print(f"installed {target}")
+    commands = [["systemd-sysusers"], ["systemd-tmpfiles", "--create"], ["systemctl", "daemon-reload"]]
+    if not args.no_enable:
+        commands.append(["systemctl", "enable", "orin-avatar.service"])
+    for command in commands:
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise OrinAvatarError(f"{' '.join(command)} failed: {result.stderr.strip()}")
+    print(json.dumps({"installed": True, "enabled": not args.no_enable}))
+    print("the unit expects the install in /opt/orin-avatar (its .venv); start it with: systemctl start orin-avatar",
+          file=sys.stderr)
+    return 0

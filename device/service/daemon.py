@@ -1,0 +1,192 @@
+"""`orin-avatar run`: the daemon systemd starts.
+
+Start: load settings and models (STATUS lines, EXTEND_TIMEOUT_USEC while it works), open the
+microphone and speaker, start the conversation; READY=1 once a conversation can happen. Then the
+main thread waits for signals: SIGHUP reloads the settings' knowledge base (the old one stays if
+the new one is broken), SIGTERM stops cleanly (STOPPING=1, exit 0 within seconds). WATCHDOG=1 is
+sent only while every worker thread has reported in within its deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from engines.errors import InputError, OrinAvatarError
+from engines.fallback import FallbackRunner
+
+from device.audio_file import read_audio, write_wav
+from device.commands.context import settings_of, store_of, threads_of
+from device.conversation.assembly import build_conversation
+from device.conversation.report import turn_report
+from device.conversation.turn_loop import Conversation
+from device.conversation.visit import MicrophoneClock
+from device.models.vad import FRAME
+from device.service.heartbeats import Heartbeats
+from device.service.logs import setup_logging
+from device.service.notifier import Notifier, watchdog_interval
+from device.service.status_socket import StatusServer
+from device.settings import load_settings
+from device.sound.speakers import RecordingSpeaker
+
+log = logging.getLogger(__name__)
+STAGE_DEADLINE_S = 5.0  # a worker silent for longer is hung
+DEFAULT_WATCHDOG_S = 5.0  # ping interval when the watchdog is on but WATCHDOG_USEC is missing
+
+
+class FileMicrophone:
+    """A WAV file played into the conversation at the microphone's pace, then silence."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.audio = read_audio(path)
+        self.state = f"file {path}"
+
+    def run(self, conversation: Conversation, beat, stop: threading.Event) -> None:
+        clock = MicrophoneClock(realtime=True)
+        silence = np.zeros(FRAME, np.float32)
+        position = 0
+        while not stop.is_set():
+            frame = self.audio[position:position + FRAME] if position + FRAME <= len(self.audio) else silence
+            position += FRAME
+            clock.wait()
+            conversation.feed(frame)
+            beat()
+        self.state = f"file {self.path} (stopped)"
+
+
+class Daemon:
+    def __init__(self, args: argparse.Namespace) -> None:
+        if not args.mic or not args.speaker:
+            raise InputError("this build runs the conversation from files: give --mic FILE.wav and --speaker OUT.wav "
+                             "(live PyAudio devices are not wired into `run` yet)")
+        self.args = args
+        self.notifier = Notifier()
+        self.heartbeats = Heartbeats()
+        self.stop = threading.Event()
+        self.reload = threading.Event()
+        self.started = time.monotonic()
+        self.state = "starting"
+        self.last_reload = ""
+        self.conversation: Conversation | None = None
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
+        signal.signal(signal.SIGINT, lambda *_: self.stop.set())
+        signal.signal(signal.SIGHUP, lambda *_: self.reload.set())
+        self.notifier.extend_timeout(120)
+        self.notifier.status("loading models")
+        settings, store, threads = settings_of(self.args), store_of(self.args), threads_of(self.args)
+        microphone = FileMicrophone(self.args.mic)
+        speakers: list[RecordingSpeaker] = []
+        conversation = build_conversation(
+            settings, store, threads, lambda rate: speakers.append(RecordingSpeaker(rate, realtime=True)) or speakers[-1],
+            heartbeat=self.heartbeats.register("turns", STAGE_DEADLINE_S), report=self._progress)
+        self.conversation, self.speaker = conversation, speakers[0]
+        status = StatusServer(self.snapshot)
+        workers = [threading.Thread(target=microphone.run, name="microphone", daemon=True,
+                                    args=(conversation, self.heartbeats.register("microphone", STAGE_DEADLINE_S), self.stop))]
+        interval = watchdog_interval()
+        if interval is not None:
+            workers.append(threading.Thread(target=self.heartbeats.run_watchdog, name="watchdog", daemon=True,
+                                            args=(self.notifier.watchdog, min(interval, DEFAULT_WATCHDOG_S), self.stop)))
+        for worker in workers:
+            worker.start()
+        self.microphone = microphone
+        self.state = "ready"
+        self.notifier.ready(self._summary())
+        log.info("ready: %s", self._summary())
+        try:
+            while not self.stop.wait(0.2):
+                if self.reload.is_set():
+                    self.reload.clear()
+                    self._reload()
+        finally:
+            self._shutdown(conversation, status, workers)
+        return 0
+
+    def _progress(self, line: str) -> None:
+        self.notifier.status(line)
+        self.notifier.extend_timeout(60)
+        log.info("%s", line)
+
+    def _summary(self) -> str:
+        backends = {name: runner.backend for name, runner in self.conversation.runners().items()}
+        on_cpu = [n for n, b in backends.items() if b.startswith("onnxruntime")]
+        reason = ""
+        for name in on_cpu:
+            runner = self.conversation.runners()[name]
+            if isinstance(runner, FallbackRunner):
+                reason = runner.stats.last_reason
+                break
+        return (f"ready: {len(backends) - len(on_cpu)} models on GPU, {len(on_cpu)} on CPU"
+                + (f" ({reason})" if reason else ""))
+
+    def _reload(self) -> None:
+        self.notifier.reloading()
+        try:
+            settings = load_settings(self.args.config)
+            knowledge = Path(settings.dialogue.knowledge) if settings.dialogue.knowledge else None
+            count = self.conversation.dialogue.reload(knowledge)
+            self.last_reload = f"ok: {count} intents from {knowledge or 'the embedded example'}"
+            log.info("reloaded the knowledge base: %s", self.last_reload)
+        except OrinAvatarError as exc:
+            self.last_reload = f"failed, kept the previous knowledge base: {exc}"
+            log.error("reload %s", self.last_reload)
+        self.notifier.ready(f"{self._summary()}; reload {self.last_reload.split(':')[0]}")
+
+    def _shutdown(self, conversation: Conversation, status: StatusServer, workers: list[threading.Thread]) -> None:
+        self.state = "stopping"
+        self.notifier.stopping()
+        self.stop.set()
+        for worker in workers:
+            worker.join(timeout=2)
+        conversation.close()
+        self.speaker.close()
+        status.close()
+        played = self.speaker.take()
+        write_wav(self.args.speaker, played, self.speaker.sample_rate)
+        log.info("stopped; wrote %.1f s of speech to %s", len(played) / self.speaker.sample_rate, self.args.speaker)
+
+    def snapshot(self) -> dict:
+        """What `orin-avatar status` shows."""
+        conversation = self.conversation
+        models = {}
+        for name, runner in conversation.runners().items():
+            entry = {"backend": runner.backend}
+            if isinstance(runner, FallbackRunner):
+                entry |= {"engine_calls": runner.stats.engine_calls, "cpu_calls": runner.stats.cpu_calls,
+                          "fallbacks": runner.stats.fallbacks, "reason": runner.stats.last_reason}
+            models[name] = entry
+        return {
+            "state": self.state, "pid": os.getpid(), "uptime_s": round(time.monotonic() - self.started, 1),
+            "status": self.notifier.last_status, "models": models,
+            "devices": {"microphone": self.microphone.state, "speaker": f"file {self.args.speaker}"},
+            "heartbeats_s": self.heartbeats.ages(), "hung_stages": self.heartbeats.stale(),
+            "knowledge": {"intents": len(conversation.dialogue.intents), "last_reload": self.last_reload},
+            "turns": [_short(turn_report(t)) for t in conversation.turns[-10:] if t.done.is_set()],
+        }
+
+
+def _short(report: dict) -> dict:
+    return {k: report[k] for k in ("turn", "transcript", "intent", "source", "ignored", "interrupted")} | {
+        "latency_ms": report["ms"]["turn"], "asr_ms": report["ms"]["asr"]}
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser("run", help="the daemon (what systemd starts)")
+    run.add_argument("--mic", type=Path, help="a WAV file as the microphone (a recorded visit)")
+    run.add_argument("--speaker", type=Path, help="a WAV file the replies are written to")
+    run.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    return Daemon(args).run()

@@ -1,0 +1,71 @@
+"""The running daemon's status, served as JSON on a local Unix socket (`orin-avatar status`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Callable
+
+from engines.errors import OrinAvatarError
+from engines.store.model_store import state_home
+
+
+def socket_path() -> Path:
+    runtime = os.environ.get("RUNTIME_DIRECTORY")  # systemd's RuntimeDirectory=
+    return (Path(runtime.split(":")[0]) if runtime else state_home() / "run") / "status.sock"
+
+
+class StatusServer:
+    """Answers every connection with one JSON document and closes it."""
+
+    def __init__(self, snapshot: Callable[[], dict], path: Path | None = None) -> None:
+        self.path = path or socket_path()
+        self.snapshot = snapshot
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.unlink(missing_ok=True)
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._socket.bind(str(self.path))
+        os.chmod(self.path, 0o660)
+        self._socket.listen(4)
+        self._socket.settimeout(0.5)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="status", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self._socket.accept()
+            except (socket.timeout, OSError):
+                continue
+            with client:
+                try:
+                    client.sendall(json.dumps(self.snapshot(), default=str).encode())
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._socket.close()
+        self.path.unlink(missing_ok=True)
+
+
+def read_status(path: Path | None = None, timeout: float = 3.0) -> dict:
+    path = path or socket_path()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.settimeout(timeout)
+            client.connect(str(path))
+            chunks = []
+            while chunk := client.recv(65536):
+                chunks.append(chunk)
+    except (FileNotFoundError, ConnectionRefusedError):
+        raise OrinAvatarError(f"no orin-avatar daemon is running (no status socket at {path}); "
+                              "start it with 'systemctl start orin-avatar' or 'orin-avatar run'") from None
+    except OSError as exc:
+        raise OrinAvatarError(f"could not read the daemon's status from {path}: {exc}") from None
+    return json.loads(b"".join(chunks))

@@ -1,0 +1,198 @@
+"""The real daemon (`orin-avatar run`) with file inputs, talking sd_notify to a socket the test binds."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+from device.audio_file import read_audio
+from device.conversation.visit import BUNDLED_VISIT
+from tests.conftest import REPO, run_cli
+
+SYSTEMD = REPO / "systemd"
+
+
+def _visit(path: Path, parts: list) -> Path:
+    """Questions from the bundled visit with pauses (seconds) between them, as one WAV."""
+    audio = [read_audio(BUNDLED_VISIT / p) if isinstance(p, str) else np.zeros(int(p * 16000), np.float32) for p in parts]
+    soundfile.write(path, np.concatenate(audio), 16000)
+    return path
+
+
+class Daemon:
+    """`orin-avatar run` in a subprocess, and the datagrams it sends to NOTIFY_SOCKET."""
+
+    def __init__(self, tmp: Path, store, mic: Path, config: Path | None = None) -> None:
+        self.home = tmp / "home"
+        self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.socket.bind(str(tmp / "notify.sock"))
+        self.socket.settimeout(0.2)
+        self.messages: list[tuple[float, str]] = []
+        self.env = {**os.environ, "NOTIFY_SOCKET": str(tmp / "notify.sock"), "WATCHDOG_USEC": "1000000",
+                    "ORIN_AVATAR_HOME": str(self.home)}
+        self.env.pop("INVOCATION_ID", None)
+        self.env.pop("JOURNAL_STREAM", None)
+        self.speaker = tmp / "replies.wav"
+        command = [sys.executable, "-m", "device", "--store", str(store.root)]
+        command += ["--config", str(config)] if config else []
+        self.process = subprocess.Popen(command + ["run", "--mic", str(mic), "--speaker", str(self.speaker)],
+                                        cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def receive(self, until: float) -> None:
+        while time.monotonic() < until:
+            try:
+                self.messages.append((time.monotonic(), self.socket.recv(4096).decode()))
+            except socket.timeout:
+                pass
+
+    def wait_for(self, fragment: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for _, message in self.messages:
+                if fragment in message:
+                    return message
+            self.receive(time.monotonic() + 0.2)
+            assert self.process.poll() is None, self.process.communicate()[1][-3000:]
+        raise AssertionError(f"no {fragment!r} within {timeout} s; got {[m for _, m in self.messages][-10:]}")
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess:
+        return run_cli(*args, env={"ORIN_AVATAR_HOME": str(self.home)})
+
+    def status(self) -> dict:
+        result = self.cli("status", "--json")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    def stop(self) -> tuple[int, float, str]:
+        started = time.monotonic()
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=20)
+        self.receive(time.monotonic() + 0.3)
+        self.socket.close()
+        return code, time.monotonic() - started, self.process.stderr.read()
+
+
+@pytest.fixture
+def daemons():
+    started = []
+    yield started
+    for daemon in started:
+        if daemon.process.poll() is None:
+            daemon.process.kill()
+
+
+def test_ready_status_visit_reload_and_clean_stop(store, tmp_path, daemons):
+    mic = _visit(tmp_path / "visit.wav", [1.0, "01-hello.wav", 4.0, "02-opening.wav", 9.0, "06-goodbye.wav", 4.0])
+    knowledge = tmp_path / "knowledge.toml"
+    config = tmp_path / "orin-avatar.toml"
+    config.write_text(f'[dialogue]\nknowledge = "{knowledge}"\n')
+    knowledge.write_text((REPO / "device/knowledge/visitor_centre.toml").read_text())
+    daemon = Daemon(tmp_path, store, mic, config)
+    daemons.append(daemon)
+
+    assert "STATUS=loading models" in daemon.wait_for("STATUS=loading", 30)
+    assert "EXTEND_TIMEOUT_USEC=" in daemon.wait_for("EXTEND_TIMEOUT_USEC", 30)
+    ready = daemon.wait_for("READY=1", 60)
+    assert "STATUS=ready: 0 models on GPU, 5 on CPU" in ready
+    daemon.wait_for("WATCHDOG=1", 5)
+
+    # The visit plays: greeting, an answer, goodbye, in order.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(daemon.status()["turns"]) < 3:
+        daemon.receive(time.monotonic() + 1)
+    status = daemon.status()
+    assert [t["intent"] for t in status["turns"]] == ["greeting", "opening_hours", "goodbye"]
+    assert all(t["latency_ms"] < 3000 for t in status["turns"])
+    assert status["state"] == "ready" and status["hung_stages"] == []
+    assert set(status["models"]) == {"vad", "asr-encoder", "asr-decoder", "tts", "text"}
+    assert status["devices"]["microphone"].startswith("file ")
+    intents = status["knowledge"]["intents"]
+
+    doctor = daemon.cli("doctor", "--json")
+    assert {c["name"]: c for c in json.loads(doctor.stdout)}["daemon"]["level"] == "ok"
+
+    # A broken knowledge base on reload: the old one stays.
+    knowledge.write_text('[[intent]]\nname = "x"\nexamples = ["y"]\n')
+    daemon.process.send_signal(signal.SIGHUP)
+    daemon.wait_for("RELOADING=1", 10)
+    assert "reload failed" in daemon.wait_for("reload failed", 10)
+    status = daemon.status()
+    assert status["knowledge"]["intents"] == intents
+    assert "has no 'answer'" in status["knowledge"]["last_reload"] and str(knowledge) in status["knowledge"]["last_reload"]
+    # A good one replaces it.
+    knowledge.write_text('[[intent]]\nname = "parrots"\nexamples = ["Do you have parrots?"]\nanswer = "Yes."\n')
+    daemon.process.send_signal(signal.SIGHUP)
+    daemon.wait_for("reload ok", 10)
+    assert daemon.status()["knowledge"]["last_reload"].startswith("ok: 1 intents")
+
+    code, seconds, stderr = daemon.stop()
+    assert code == 0 and seconds < 5, stderr[-2000:]
+    assert any("STOPPING=1" in m for _, m in daemon.messages)
+    assert "turn 2: " in stderr and "opening_hours" in stderr  # one line per turn on stderr when not under systemd
+    replies, rate = soundfile.read(daemon.speaker)
+    assert rate == 22050 and len(replies) / rate > 5  # the three answers were played
+
+
+class _SlowLlm(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802
+        time.sleep(8)
+        try:
+            self.send_response(500)
+            self.end_headers()
+        except BrokenPipeError:
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+def test_watchdog_pings_stop_while_a_stage_hangs(store, tmp_path, daemons):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowLlm)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = tmp_path / "orin-avatar.toml"
+    config.write_text(f'[llm]\nurl = "http://127.0.0.1:{server.server_port}/v1"\ntimeout_s = 8.0\n')
+    mic = _visit(tmp_path / "visit.wav", [1.0, "04-tickets.wav", 15.0])
+    daemon = Daemon(tmp_path, store, mic, config)
+    daemons.append(daemon)
+    daemon.wait_for("READY=1", 60)
+    daemon.receive(time.monotonic() + 14)  # the question is asked, the dialogue waits on the LLM for 8 s
+    pings = [t for t, m in daemon.messages if "WATCHDOG=1" in m]
+    gaps = np.diff(pings)
+    assert gaps.max() > 3.0  # the turns stage stopped reporting: no pings while it hung
+    assert np.median(gaps) < 1.5  # and regular pings before and after
+    assert daemon.status()["hung_stages"] == []  # the LLM timed out, the stage is back
+    code, _, stderr = daemon.stop()
+    assert code == 0
+    assert "stage turns has not reported" in stderr and "stage turns reports again" in stderr
+    server.shutdown()
+
+
+def test_unit_file_verifies_clean():
+    result = subprocess.run(["systemd-analyze", "verify", str(SYSTEMD / "orin-avatar.service")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout == "" and result.stderr == "", result.stdout + result.stderr
+
+
+def test_unit_file_is_hardened():
+    result = subprocess.run(["systemd-analyze", "security", "--offline=true", str(SYSTEMD / "orin-avatar.service")],
+                            capture_output=True, text=True)
+    line = [x for x in result.stdout.splitlines() if "Overall exposure level" in x][0]
+    score = float(line.split(":")[1].split()[0])
+    assert score <= 3.0, line
+
+
+def test_run_without_file_inputs_says_what_to_give():
+    result = run_cli("run")
+    assert result.returncode == 2 and "--mic FILE.wav" in result.stderr
