@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set up first (idempotent).
-.PHONY: setup setup-test demo test bench
+.PHONY: setup setup-test demo test bench install
 
 setup:
 	scripts/setup.sh
@@ -15,3 +15,8 @@ test: setup-test
 
 bench: setup
 	.venv/bin/orin-avatar bench models
+
+# Install the systemd unit, its user and directories, and enable it (as root; the unit expects this
+# checkout at /opt/orin-avatar).
+install: setup
+	.venv/bin/orin-avatar install-service

@@ -10,7 +10,8 @@ setup(
     long_description_content_type="text/markdown",
     license="Proprietary",
     python_requires=">=3.10",
-    packages=["device", "device.bench", "device.commands", "device.conversation", "device.models", "device.sound", "engines", "engines.store", "calibration"],
+    packages=["device", "device.avatar", "device.bench", "device.commands", "device.conversation", "device.models",
+              "device.service", "device.sound", "engines", "engines.store", "calibration"],
     package_data={"device": ["default.toml", "samples/*.jpg", "samples/visit/*", "knowledge/*.toml"],
                   "calibration": ["tables/*.json"]},
     install_requires=[

@@ -11,6 +11,7 @@ from engines.errors import OrinAvatarError
 
 from device.commands import calibrate, conversation, debug, engines, models, service
 from device.bench import models as bench_models
+from device.bench import render as bench_render
 from device.bench import turn as bench_turn
 
 
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_kinds = bench.add_subparsers(dest="bench", required=True, metavar="WHAT")
     bench_models.register(bench_kinds)
     bench_turn.register(bench_kinds)
+    bench_render.register(bench_kinds)
     return parser
 
 

@@ -63,6 +63,42 @@ class SpeechSettings:
 
 
 @dataclass(frozen=True)
+class AvatarSettings:
+    """[avatar] in the settings file."""
+
+    display: str  # window | file | none
+    width: int
+    height: int
+    fps: float
+    background: str
+    skin: str
+    eyes: str
+    pupils: str
+    mouth: str
+    lines: str
+
+    def __post_init__(self) -> None:
+        from device.avatar.renderer import bgr
+
+        if self.display not in ("window", "file", "none"):
+            raise ValueError(f"display must be window, file or none, got {self.display!r}")
+        if not (160 <= self.width <= 7680 and 120 <= self.height <= 4320):
+            raise ValueError(f"width and height must be between 160x120 and 7680x4320, got {self.width}x{self.height}")
+        if not 1 <= self.fps <= 120:
+            raise ValueError(f"fps must be between 1 and 120, got {self.fps}")
+        for key in ("background", "skin", "eyes", "pupils", "mouth", "lines"):
+            try:
+                bgr(getattr(self, key))
+            except ValueError:
+                raise ValueError(f"{key} must be a colour #rrggbb, got {getattr(self, key)!r}") from None
+
+    def colours(self):
+        from device.avatar.renderer import Colours, bgr
+
+        return Colours(*(bgr(getattr(self, k)) for k in ("background", "skin", "eyes", "pupils", "mouth", "lines")))
+
+
+@dataclass(frozen=True)
 class Settings:
     models: ModelSettings
     cpu: CpuSettings
@@ -71,6 +107,7 @@ class Settings:
     tts: SpeechSettings
     llm: LlmSettings
     engines: EngineSettings
+    avatar: AvatarSettings
 
 
 _CLASSES = typing.get_type_hints(Settings)

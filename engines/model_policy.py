@@ -62,7 +62,8 @@ def _encoder_golden() -> Feeds:
 MAX_AUDIO = 16000 * 16  # an utterance of at most 15 s plus the recogniser's padding
 
 POLICIES: dict[str, ModelPolicy] = {p.name: p for p in (
-    ModelPolicy("vad.onnx", ("int8", "fp16"), {"input": ((1, 576),) * 3, "state": ((2, 1, 128),) * 3},
+    # FP16 only: INT8 missed its accuracy gate even with every convolution in FP32 (calibration/targets.py).
+    ModelPolicy("vad.onnx", ("fp16",), {"input": ((1, 576),) * 3, "state": ((2, 1, 128),) * 3},
                 min_cosine=0.99, deadline_ms=5, golden=_vad_golden),
     ModelPolicy("face.onnx", ("int8", "fp16"), {"input": ((1, 3, 192, 192),) * 3},
                 min_cosine=0.99, deadline_ms=30, golden=_face_golden),

@@ -2,7 +2,7 @@
 a monologue, and a visitor who says stop."""
 
 import json
-import threading
+import subprocess
 import time
 
 import numpy as np
@@ -140,3 +140,8 @@ def test_demo_writes_replies_and_latency(tmp_path):
         assert turn["ms"]["turn"] == pytest.approx(turn["ms"]["endpoint"] + turn["ms"]["processing"], abs=0.2)
         assert turn["visemes"][-1][1] == "rest"
     assert (tmp_path / "replies.wav").is_file()
+    probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=codec_type,width,height",
+                            "-of", "json", str(tmp_path / "avatar.mp4")], capture_output=True, text=True)
+    streams = json.loads(probe.stdout)["streams"]
+    assert {s["codec_type"] for s in streams} == {"video", "audio"}
+    assert [(s["width"], s["height"]) for s in streams if s["codec_type"] == "video"] == [(1280, 720)]

@@ -147,15 +147,20 @@ def test_simulator_ignores_a_mismatched_cache_and_fails_without_data(trt, capfd)
     """What the pre-check above protects against: TensorRT skips the cache and calibrates with no data."""
     from engines.trt_builder import cache_only_calibrator
 
+    assert _build_int8_with(trt, cache_only_calibrator(trt, b"TRT-8601-EntropyCalibration2\ninput: 3c010204\n")) is None
+    assert "does not match" in capfd.readouterr().err
+
+
+def _build_int8_with(trt, calibrator):
+    """An INT8 build of a parsed one-input network with `calibrator` (on TensorRT 10.x)."""
     builder = trt.Builder(trt.Logger())
     network = builder.create_network(0)
     network.onnx, network.inputs = b"model", [trt.ITensor("input", (1, 3), trt.DataType.FLOAT)]
     config = builder.create_builder_config()
     config.set_flag(trt.BuilderFlag.INT8)
     with pytest.warns(DeprecationWarning):
-        config.int8_calibrator = cache_only_calibrator(trt, b"TRT-8601-EntropyCalibration2\ninput: 3c010204\n")
-    assert builder.build_serialized_network(network, config) is None
-    assert "does not match" in capfd.readouterr().err
+        config.int8_calibrator = calibrator
+    return builder.build_serialized_network(network, config)
 
 
 def test_exceptions_in_calibrator_callbacks_are_swallowed_like_tensorrt(trt, capfd):
@@ -169,14 +174,7 @@ def test_exceptions_in_calibrator_callbacks_are_swallowed_like_tensorrt(trt, cap
         def get_batch(self, names):
             return None
 
-    builder = trt.Builder(trt.Logger())
-    network = builder.create_network(0)
-    network.onnx, network.inputs = b"model", [trt.ITensor("input", (1, 3), trt.DataType.FLOAT)]
-    config = builder.create_builder_config()
-    config.set_flag(trt.BuilderFlag.INT8)
-    with pytest.warns(DeprecationWarning):
-        config.int8_calibrator = Broken()
-    assert builder.build_serialized_network(network, config) is None
+    assert _build_int8_with(trt, Broken()) is None
     assert "[ERROR] Exception caught in read_calibration_cache()" in capfd.readouterr().err
 
 

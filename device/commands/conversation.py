@@ -10,6 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from device.audio_file import write_wav
+from device.avatar.display import VideoFileSink
+from device.avatar.playback import render_replies
+from device.avatar.renderer import Renderer
 from device.commands.context import print_json, settings_of, store_of, threads_of
 from device.conversation.assembly import build_conversation, build_dialogue
 from device.conversation.report import turn_report, print_turn_table
@@ -26,6 +29,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     demo = commands.add_parser("demo", help="a bundled visitor conversation through the real pipeline on the CPU")
     demo.add_argument("--out", type=Path, default=Path("out"), help="directory for the reply audio and latency.json (default out/)")
     demo.set_defaults(run=_demo)
+
+
+def _avatar_video(settings, turns, path: Path) -> list[Path]:
+    """The avatar speaking every answer, lip-synced, with the answers' audio muxed in."""
+    avatar = settings.avatar
+    renderer = Renderer(avatar.width, avatar.height, avatar.colours())
+    sink = VideoFileSink(path, avatar.width, avatar.height, avatar.fps)
+    replies = [(t.reply_audio, tuple(v for c in t.chunks for v in c.visemes), t.chunks[0].sample_rate)
+               for t in turns if t.chunks]
+    soundtrack = render_replies(replies, renderer, sink, avatar.fps)
+    return sink.close(soundtrack, replies[0][2] if replies else 22050)
 
 
 def _ask(args: argparse.Namespace) -> int:
@@ -68,6 +82,7 @@ def _demo(args: argparse.Namespace) -> int:
     (out / "latency.json").write_text(json.dumps({"threads": threads, "hangover_ms": settings.endpoint.hangover_ms,
                                                    "turns": turns}, indent=2) + "\n")
     print_turn_table(turns, expected=[q.intent for q in questions])
-    print(f"wrote {out}/latency.json, {out}/replies.wav and one reply-N.wav per answer")
+    video = _avatar_video(settings, conversation.turns, out / "avatar.mp4")
+    print(f"wrote {out}/latency.json, {out}/replies.wav, one reply-N.wav per answer and {', '.join(str(p) for p in video)}")
     fits = len(turns) == len(questions) and all(t["intent"] == q.intent for t, q in zip(turns, questions))
     return 0 if fits else 1

@@ -1,0 +1,164 @@
+"""The avatar: lip-sync on the playback clock, gaze, states, and real windows under Xvfb."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from device.avatar.animator import Avatar, State
+from device.avatar.mouths import LEAD_S, SHAPES, mouth_at
+from device.avatar.renderer import Renderer
+from device.conversation.visemes import viseme_timeline
+from device.settings import load_settings
+from tests.conftest import REPO, run_cli
+
+
+@pytest.fixture(scope="module")
+def renderer():
+    avatar = load_settings().avatar
+    return Renderer(640, 360, avatar.colours())
+
+
+def test_mouth_follows_the_phonemes_of_a_synthesized_sentence(tts):
+    chunk = next(tts.synthesize("Mama, am I a model?"))
+    visemes = viseme_timeline(chunk.phonemes)
+    lead = int(LEAD_S * tts.sample_rate)
+    checked = 0
+    for current, following in zip(visemes, visemes[1:]):
+        middle = (current.sample + following.sample) // 2 - lead
+        if following.sample - current.sample < 0.05 * tts.sample_rate or middle < 0:
+            continue
+        mouth = mouth_at(visemes, middle, tts.sample_rate)
+        if current.shape == "MBP":
+            assert mouth.open < 0.1  # lips together on m, b, p
+        elif current.shape in ("AI", "O"):
+            assert mouth.open > 0.4
+        checked += 1
+    assert checked >= 4
+    assert {"MBP", "AI"} <= {v.shape for v in visemes}
+    end = visemes[-1].sample
+    assert mouth_at(visemes, end + tts.sample_rate, tts.sample_rate).open == 0.0
+
+
+def test_mouth_closes_when_the_audio_stops_or_is_cancelled(tts):
+    chunk = next(tts.synthesize("Hello and welcome."))
+    avatar = Avatar()
+    played = [int(0.4 * tts.sample_rate)]
+    avatar.speak(viseme_timeline(chunk.phonemes), tts.sample_rate, lambda: played[0])
+    opened = max(avatar.pose(i / 30).mouth.open for i in range(1, 4))
+    assert avatar.state == State.SPEAKING and opened > 0.1
+    avatar.silence()  # cancelled
+    closing = [avatar.pose(0.2 + i / 30).mouth.open for i in range(10)]
+    assert closing[-1] < 0.01 and avatar.state == State.ATTENTIVE
+
+
+def test_gaze_follows_a_moving_target_and_returns_to_centre():
+    avatar = Avatar(seed=3)
+    t, errors = 0.0, []
+    for step in range(90):  # a visitor walking left to right over 3 s
+        target = (-0.8 + 1.6 * step / 89, 0.2)
+        avatar.look_at(target)
+        t += 1 / 30
+        gaze = avatar.pose(t).gaze
+        errors.append(abs(gaze[0] - target[0]))
+    assert np.mean(errors[30:]) < 0.25  # follows, within saccades and smoothing
+    assert avatar.pose(t).gaze[0] > 0.4
+    avatar.look_at(None)
+    for _ in range(60):
+        t += 1 / 30
+        gaze = avatar.pose(t).gaze
+    assert abs(gaze[0]) < 0.2 and abs(gaze[1]) < 0.2
+
+
+def test_states_look_different(renderer):
+    avatar = Avatar(seed=1)
+    frames = {}
+    for state in State:
+        avatar.set_state(state)
+        frames[state] = renderer.render(avatar.pose(10.0)).astype(int)
+    for a in State:
+        for b in State:
+            if a != b:
+                assert np.abs(frames[a] - frames[b]).sum() > 1000, (a, b)
+
+
+def test_blinks_happen_at_natural_intervals():
+    avatar = Avatar(seed=5)
+    lids = [avatar.pose(i / 30).lids for i in range(30 * 60)]
+    starts = [i for i in range(1, len(lids)) if lids[i] > 0 and lids[i - 1] == 0]
+    gaps = np.diff(starts) / 30
+    assert 6 <= len(starts) <= 40 and gaps.min() >= 1.5
+
+
+def test_no_display_falls_back_with_one_line_and_never_aborts(tmp_path):
+    code = ("import logging, sys; logging.basicConfig(level=logging.WARNING)\n"
+            "from device.avatar.display import open_display\n"
+            "sink = open_display('window', 320, 180, 30, path=None)\n"
+            "print(sink.name)\n")
+    for display in (None, ":77"):
+        env = {k: v for k, v in os.environ.items() if k != "DISPLAY"} | ({"DISPLAY": display} if display else {})
+        result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0 and result.stdout.strip() == "null", result.stderr
+        assert result.stderr.count("no X display") == 1
+
+
+@pytest.fixture
+def xvfb():
+    display = ":57"
+    for attempt in range(2):  # Xvfb rarely fails to start; one retry
+        server = subprocess.Popen(["Xvfb", display, "-screen", "0", "640x360x24", "-nolisten", "tcp"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(50):
+            if os.path.exists(f"/tmp/.X11-unix/X{display[1:]}"):
+                break
+            time.sleep(0.1)
+        if server.poll() is None:
+            break
+    yield display
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path):
+    frame_path = tmp_path / "frame.npy"
+    code = (
+        "import sys, time, numpy as np\n"
+        "from device.avatar.animator import Avatar\n"
+        "from device.avatar.display import open_display\n"
+        "from device.avatar.renderer import Renderer\n"
+        "from device.settings import load_settings\n"
+        "renderer = Renderer(640, 360, load_settings().avatar.colours())\n"
+        "frame = renderer.render(Avatar(seed=2).pose(1.0))\n"
+        f"np.save({str(frame_path)!r}, frame)\n"
+        "sink = open_display('window', 640, 360, 30)\n"
+        "print(sink.name, flush=True)\n"
+        "for _ in range(200):\n"
+        "    sink.show(frame); time.sleep(0.02)\n"
+    )
+    env = os.environ | {"DISPLAY": xvfb, "QT_QPA_PLATFORM": "xcb"}
+    shower = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert shower.stdout.readline().strip() == "window"
+        time.sleep(1.5)
+        shot = subprocess.run(["import", "-display", xvfb, "-window", "root", "-depth", "8", "rgb:-"], capture_output=True, timeout=30)
+        assert shot.returncode == 0, shot.stderr
+    finally:
+        shower.kill()
+        shower.wait()
+    screen = np.frombuffer(shot.stdout, np.uint8).reshape(360, 640, 3)[:, :, ::-1]
+    expected = np.load(frame_path)
+    assert np.array_equal(screen, expected)
+
+
+def test_bench_render_reports_fps_cpu_and_av_offset():
+    result = run_cli("bench", "render", "--seconds", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["fps"] > 20 and report["cpu_ms_per_frame"] > 0
+    assert abs(report["av_offset_ms"]) <= 100 and report["av_correlation"] > 0
