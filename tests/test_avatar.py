@@ -162,3 +162,24 @@ def test_bench_render_reports_fps_cpu_and_av_offset():
     report = json.loads(result.stdout)
     assert report["fps"] > 20 and report["cpu_ms_per_frame"] > 0
     assert abs(report["av_offset_ms"]) <= 100 and report["av_correlation"] > 0
+
+
+def test_states_change_on_conversation_messages():
+    from device.conversation.messages import Interrupt, ReplyChunk, SpeechStarted, Utterance, Viseme
+
+    avatar = Avatar()
+    clock = [0]
+    avatar.on_message(SpeechStarted(0), lambda: clock[0])
+    assert avatar.state == State.LISTENING and avatar.pose(0.1).glow == 1.0
+    avatar.on_message(Utterance(np.zeros(10, np.float32), 0, 10, 20), lambda: clock[0])
+    assert avatar.state == State.THINKING and avatar.pose(0.2).brows < 0
+    chunk = ReplyChunk(1, 0, "Hi.", np.zeros(22050, np.float32), 22050, 0, (Viseme(0, "AI"), Viseme(20000, "rest")), False)
+    avatar.on_message(chunk, lambda: clock[0])
+    assert avatar.state == State.SPEAKING
+    second = ReplyChunk(1, 1, "Bye.", np.zeros(22050, np.float32), 22050, 22050, (Viseme(22050, "O"), Viseme(40000, "rest")), True)
+    avatar.on_message(second, lambda: clock[0])
+    clock[0] = 30000
+    opened = [avatar.pose(0.3 + i / 30).mouth for i in range(6)][-1]
+    assert opened.round > 0.5  # the second sentence's O, on the same clock
+    avatar.on_message(Interrupt("stop"), lambda: clock[0])
+    assert avatar.state == State.ATTENTIVE

@@ -15,7 +15,7 @@ from typing import Callable
 
 from device.avatar.mouths import REST, Mouth, blend, mouth_at
 from device.avatar.renderer import Pose
-from device.conversation.messages import Viseme
+from device.conversation.messages import Interrupt, ReplyChunk, SpeechStarted, Utterance, Viseme
 
 GAZE_SMOOTHING_S = 0.15  # time constant with which the eyes follow their target
 BLINK_MEAN_S = 4.0  # people blink every 2-10 s
@@ -59,6 +59,19 @@ class Avatar:
         """Follow a reply's viseme timeline; `clock` returns the samples played so far."""
         self._visemes, self._rate, self._clock = visemes, rate, clock
         self.state = State.SPEAKING
+
+    def on_message(self, message: object, clock: Callable[[], int]) -> None:
+        """Follow the conversation: listening while the visitor speaks, thinking until the reply,
+        speaking along the reply's visemes on the speaker's clock, silent when interrupted."""
+        if isinstance(message, SpeechStarted):
+            self.set_state(State.LISTENING)
+        elif isinstance(message, Utterance):
+            self.set_state(State.THINKING)
+        elif isinstance(message, ReplyChunk):
+            visemes = message.visemes if message.index == 0 else (*self._visemes, *message.visemes)
+            self.speak(visemes, message.sample_rate, clock)
+        elif isinstance(message, Interrupt):
+            self.silence()
 
     def silence(self) -> None:
         """The audio stopped or was cancelled: close the mouth."""

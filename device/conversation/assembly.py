@@ -38,7 +38,8 @@ def build_dialogue(settings: Settings, store: ModelStore, threads: int, engines:
 
 def build_conversation(settings: Settings, store: ModelStore, threads: int,
                        make_speaker: Callable[[int], Speaker], heartbeat: Callable[[], None] = lambda: None,
-                       report: Callable[[str], None] = log.info) -> Conversation:
+                       report: Callable[[str], None] = log.info,
+                       observer: Callable[[object], None] = lambda message: None) -> Conversation:
     """A ready conversation; `make_speaker` gets the voice's sample rate. Models start on the CPU
     and move to their TensorRT engines as these are found or built; the knowledge base's answers
     start synthesizing into the cache in the background."""
@@ -49,4 +50,4 @@ def build_conversation(settings: Settings, store: ModelStore, threads: int,
     dialogue = build_dialogue(settings, store, threads, engines)
     speech.prepare([i.answer for i in dialogue.intents.values() if i.answer])
     return Conversation(catalog.load_vad(store, engines=engines), catalog.load_asr(store, threads, engines),
-                        dialogue, speech, make_speaker(tts.sample_rate), settings.endpoint, heartbeat)
+                        dialogue, speech, make_speaker(tts.sample_rate), settings.endpoint, heartbeat, observer)

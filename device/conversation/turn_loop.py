@@ -25,7 +25,8 @@ import numpy as np
 
 from device.conversation.dialogue import STOP, Answer, Dialogue
 from device.conversation.endpointer import Endpointer, EndpointSettings
-from device.conversation.messages import Interrupt, ReplyChunk, SpeechPaused, SpeechResumed, TurnTimings, Utterance
+from device.conversation.messages import (Interrupt, ReplyChunk, SpeechPaused, SpeechResumed, SpeechStarted, TurnTimings,
+                                         Utterance)
 from device.conversation.speech_out import SpeechOut
 from device.models.asr import SpeechRecognizer, Transcript
 from device.models.vad import FRAME, VoiceActivityDetector
@@ -56,8 +57,11 @@ class Turn:
 
 class Conversation:
     def __init__(self, vad: VoiceActivityDetector, asr: SpeechRecognizer, dialogue: Dialogue, speech: SpeechOut,
-                 speaker: Speaker, endpoint: EndpointSettings, heartbeat: Callable[[], None] = lambda: None) -> None:
-        """`heartbeat` is called by the turns thread at least every second while it is alive."""
+                 speaker: Speaker, endpoint: EndpointSettings, heartbeat: Callable[[], None] = lambda: None,
+                 observer: Callable[[object], None] = lambda message: None) -> None:
+        """`heartbeat` is called by the turns thread at least every second while it is alive;
+        `observer` sees the messages the avatar follows (SpeechStarted, Utterance, ReplyChunk,
+        Interrupt), from whichever thread made them."""
         self.vad = vad
         self.asr = asr
         self.dialogue = dialogue
@@ -66,6 +70,7 @@ class Conversation:
         self.endpointer = Endpointer(endpoint)
         self.turns: list[Turn] = []
         self.heartbeat = heartbeat
+        self.observer = observer
         self._frame = 0
         self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
         self._speculative: tuple[int, Future[Transcript]] | None = None
@@ -84,6 +89,8 @@ class Conversation:
         self._arrivals.append(time.monotonic())
         self._frame += 1
         for event in self.endpointer.push(frame, self.vad.probability(frame)):
+            if isinstance(event, (SpeechStarted, Utterance)):
+                self.observer(event)
             if isinstance(event, SpeechPaused):
                 self._speculative = (event.speech_end, self._asr_pool.submit(self.asr.transcribe, event.audio))
             elif isinstance(event, SpeechResumed):
@@ -107,6 +114,7 @@ class Conversation:
         log.info("interrupt: %s", message.reason)
         self._cancel.set()
         self.speaker.stop()
+        self.observer(message)
 
     def close(self) -> None:
         self._pending.put(None)
@@ -185,6 +193,7 @@ class Conversation:
                 if not turn.chunks:
                     turn.timings.first_chunk = time.monotonic()
                 self.speaker.play(chunk)
+                self.observer(chunk)
                 if not turn.chunks:
                     turn.timings.first_audio = time.monotonic()
                 turn.chunks.append(chunk)

@@ -1,6 +1,6 @@
 """`orin-avatar run`: the daemon systemd starts.
 
-Start: load settings and models (STATUS lines, EXTEND_TIMEOUT_USEC while it works), open the
+The main thread shows the avatar. Start: load settings and models (STATUS lines, EXTEND_TIMEOUT_USEC while it works), open the
 microphone and speaker, start the conversation; READY=1 once a conversation can happen. Then the
 main thread waits for signals: SIGHUP reloads the settings' knowledge base (the old one stays if
 the new one is broken), SIGTERM stops cleanly (STOPPING=1, exit 0 within seconds). WATCHDOG=1 is
@@ -21,8 +21,12 @@ import numpy as np
 
 from engines.errors import InputError, OrinAvatarError
 from engines.fallback import FallbackRunner
+from engines.store.model_store import state_home
 
 from device.audio_file import read_audio, write_wav
+from device.avatar.animator import Avatar, State
+from device.avatar.display import NullSink, open_display
+from device.avatar.renderer import Renderer
 from device.commands.context import settings_of, store_of, threads_of
 from device.conversation.assembly import build_conversation
 from device.conversation.report import turn_report
@@ -76,6 +80,7 @@ class Daemon:
         self.state = "starting"
         self.last_reload = ""
         self.conversation: Conversation | None = None
+        self.display = "starting"
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
@@ -86,9 +91,11 @@ class Daemon:
         settings, store, threads = settings_of(self.args), store_of(self.args), threads_of(self.args)
         microphone = FileMicrophone(self.args.mic)
         speakers: list[RecordingSpeaker] = []
+        avatar = Avatar()
         conversation = build_conversation(
             settings, store, threads, lambda rate: speakers.append(RecordingSpeaker(rate, realtime=True)) or speakers[-1],
-            heartbeat=self.heartbeats.register("turns", STAGE_DEADLINE_S), report=self._progress)
+            heartbeat=self.heartbeats.register("turns", STAGE_DEADLINE_S), report=self._progress,
+            observer=lambda message: avatar.on_message(message, lambda: self.speaker.played))
         self.conversation, self.speaker = conversation, speakers[0]
         status = StatusServer(self.snapshot)
         workers = [threading.Thread(target=microphone.run, name="microphone", daemon=True,
@@ -104,13 +111,29 @@ class Daemon:
         self.notifier.ready(self._summary())
         log.info("ready: %s", self._summary())
         try:
-            while not self.stop.wait(0.2):
-                if self.reload.is_set():
-                    self.reload.clear()
-                    self._reload()
+            self._display_loop(settings.avatar, avatar)
         finally:
             self._shutdown(conversation, status, workers)
         return 0
+
+    def _display_loop(self, settings, avatar: Avatar) -> None:
+        """The main thread: the avatar at its frame rate (OpenCV windows belong to the main thread),
+        and reloads. A display that fails is dropped; the conversation goes on."""
+        sink = open_display(settings.display, settings.width, settings.height, settings.fps,
+                            path=state_home() / "avatar.mp4" if settings.display == "file" else None)
+        self.display = sink.name
+        renderer = Renderer(settings.width, settings.height, settings.colours()) if sink.name != "null" else None
+        started, period = time.monotonic(), 1 / settings.fps
+        while not self.stop.wait(period if renderer else 0.2):
+            if self.reload.is_set():
+                self.reload.clear()
+                self._reload()
+            if avatar.state == State.SPEAKING and not self.speaker.busy:
+                avatar.silence()
+            if renderer is not None and not sink.show(renderer.render(avatar.pose(time.monotonic() - started))):
+                sink.close()
+                sink, renderer, self.display = NullSink(), None, "lost"
+        sink.close()
 
     def _progress(self, line: str) -> None:
         self.notifier.status(line)
@@ -168,7 +191,8 @@ class Daemon:
         return {
             "state": self.state, "pid": os.getpid(), "uptime_s": round(time.monotonic() - self.started, 1),
             "status": self.notifier.last_status, "models": models,
-            "devices": {"microphone": self.microphone.state, "speaker": f"file {self.args.speaker}"},
+            "devices": {"microphone": self.microphone.state, "speaker": f"file {self.args.speaker}",
+                        "display": self.display},
             "heartbeats_s": self.heartbeats.ages(), "hung_stages": self.heartbeats.stale(),
             "knowledge": {"intents": len(conversation.dialogue.intents), "last_reload": self.last_reload},
             "turns": [_short(turn_report(t)) for t in conversation.turns[-10:] if t.done.is_set()],
