@@ -43,7 +43,7 @@ class Result:
 
 
 def calibrate(name: str, store: ModelStore, out: Path, method: str = "entropy", samples: int = 64,
-              data: Path | None = None, report: Report = print) -> Result:
+              data: Path | None = None, report: Report = print, max_fp32: int = MAX_FP32_NODES) -> Result:
     target = TARGETS[name]
     dataset = target.dataset(store, data)
     feeds = target.feeds(store, dataset.calibrate)[:samples]
@@ -55,13 +55,13 @@ def calibrate(name: str, store: ModelStore, out: Path, method: str = "entropy", 
     with tempfile.TemporaryDirectory(prefix="orin-avatar-calibrate-") as scratch:
         gate = evaluate(store, target, table, dataset.held, Path(scratch))
         report(f"{name}: all-INT8 {gate.metric} = {gate.value:.4f} ({'pass' if gate.passed else 'fail'}, needs {gate.threshold})")
-        if not gate.passed:
-            table, gate = sweep(store, target, table, dataset.held, Path(scratch), report)
+        if not gate.passed and max_fp32 > 0:
+            table, gate = sweep(store, target, table, dataset.held, Path(scratch), report, max_fp32)
         latency = compare_latency(model_path, table, POLICIES[name].golden(), Path(scratch))
     if not gate.passed:
         return Result(name, None, gate, latency, None,
                       f"INT8 misses the gate ({gate.metric} = {gate.value:.4f}, needs {gate.threshold}) even with "
-                      f"{MAX_FP32_NODES} layers in FP32: no table written, {name} runs in FP16 on TensorRT")
+                      f"up to {max_fp32} layers in FP32: no table written, {name} runs in FP16 on TensorRT")
     table = replace(table, gates=gate.as_dict() | {"held_apart": len(dataset.held), "samples": len(feeds)})
     path = out / f"{name}.json"
     write_table(path, table)
@@ -113,7 +113,7 @@ def evaluate(store: ModelStore, target: Target, table: CalibrationTable, held: l
 
 
 def sweep(store: ModelStore, target: Target, table: CalibrationTable, held: list, scratch: Path,
-          report: Report) -> tuple[CalibrationTable, Gate]:
+          report: Report, max_fp32: int = MAX_FP32_NODES) -> tuple[CalibrationTable, Gate]:
     model = onnx.load(str(store.path(target.model)), load_external_data=False)
     candidates = [n.name for n in model.graph.node if n.op_type in target.sweep_ops and n.name]
     report(f"  sensitivity sweep over {len(candidates)} {'/'.join(target.sweep_ops)} layers")
@@ -125,7 +125,7 @@ def sweep(store: ModelStore, target: Target, table: CalibrationTable, held: list
             report(f"  sweep {i}/{len(candidates)}")
     kept: list[str] = []
     gate = Gate("", 0.0, "", False, float("-inf"))
-    for _, node in sorted(scores, reverse=True)[:MAX_FP32_NODES]:
+    for _, node in sorted(scores, reverse=True)[:max_fp32]:
         kept.append(node)
         gate = evaluate(store, target, replace(table, fp32_nodes=tuple(kept)), held, scratch)
         report(f"  keeping {len(kept)} layer(s) in FP32 (+{node}): {gate.metric} = {gate.value:.4f}")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engines.errors import OrinAvatarError
 
-from device.commands import calibrate, conversation, debug, engines, models, service
+from device.commands import calibrate, conversation, debug, devices, engines, models, service
 from device.bench import models as bench_models
 from device.bench import render as bench_render
 from device.bench import turn as bench_turn
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     conversation.register(commands)
     models.register(commands)
     engines.register(commands)
+    devices.register(commands)
     calibrate.register(commands)
     debug.register(commands)
     bench = commands.add_parser("bench", help="measure speed and memory")

@@ -99,6 +99,42 @@ class AvatarSettings:
 
 
 @dataclass(frozen=True)
+class AudioSettings:
+    """[audio] in the settings file."""
+
+    input_device: str
+    output_device: str
+
+
+@dataclass(frozen=True)
+class CameraSettings:
+    """[camera] in the settings file."""
+
+    source: str
+    width: int
+    height: int
+    fps: float
+    detect_hz: float
+    min_face_px: int
+    arrive_s: float
+    leave_s: float
+    gate_listening: bool
+
+    def __post_init__(self) -> None:
+        if not 0.5 <= self.detect_hz <= 30:
+            raise ValueError(f"detect_hz must be between 0.5 and 30, got {self.detect_hz}")
+        if self.min_face_px < 10:
+            raise ValueError(f"min_face_px must be 10 or more, got {self.min_face_px}")
+        if self.arrive_s < 0 or self.leave_s <= 0:
+            raise ValueError(f"arrive_s must be 0 or more and leave_s above 0, got {self.arrive_s}, {self.leave_s}")
+
+    def engagement(self):
+        from device.vision.engagement import EngagementSettings
+
+        return EngagementSettings(self.min_face_px, self.arrive_s, self.leave_s)
+
+
+@dataclass(frozen=True)
 class Settings:
     models: ModelSettings
     cpu: CpuSettings
@@ -108,6 +144,8 @@ class Settings:
     llm: LlmSettings
     engines: EngineSettings
     avatar: AvatarSettings
+    audio: AudioSettings
+    camera: CameraSettings
 
 
 _CLASSES = typing.get_type_hints(Settings)

@@ -1,13 +1,10 @@
 """`orin-avatar calibrate`: the committed tables pass their gates; the command makes tables and
 refuses bad data without leaving a partial table."""
 
-import json
-
 import cv2
 import numpy as np
 import onnx
 import pytest
-import soundfile
 
 from calibration import TABLES_DIR
 from calibration.calibrate import check
@@ -19,8 +16,11 @@ from tests.conftest import run_cli
 COMMITTED = sorted(p.stem for p in TABLES_DIR.glob("*.json"))
 
 
-def test_every_int8_model_has_a_committed_table():
-    assert COMMITTED == sorted(TARGETS)
+def test_tables_ship_for_the_models_whose_int8_passed():
+    # Measured with `orin-avatar calibrate` (README): face passes with one layer in FP32; the text
+    # encoder (mean cosine 0.94 < 0.98 with 12 layers in FP32) and the ASR encoder (WER +83 points
+    # all-INT8) do not, so they build in FP16.
+    assert COMMITTED == ["face"] and set(COMMITTED) <= set(TARGETS)
 
 
 @pytest.mark.parametrize("name", COMMITTED)
@@ -43,22 +43,24 @@ def test_check_cli_prints_the_gates():
     assert "face" in result.stdout and "pass" in result.stdout and "IoU" in result.stdout
 
 
-def test_calibrate_writes_a_table_from_a_sites_recordings(tmp_path, beckett, tts):
-    data = tmp_path / "recordings"
+def test_calibrate_refuses_to_write_a_table_that_misses_its_gate(tmp_path):
+    data = tmp_path / "sentences"
     data.mkdir()
-    for i, text in enumerate(["Where is the exit?", "How much is a ticket?", "Is there a cafe?", "Thank you!"]):
-        audio = np.concatenate([c.audio for c in tts.synthesize(text)])
-        soundfile.write(data / f"q{i}.wav", audio, tts.sample_rate)
-    soundfile.write(data / "beckett.wav", beckett, 16000)
+    (data / "kiosk.txt").write_text("\n".join([
+        "Where is the exit?", "How much is a ticket?", "Is there a cafe?", "When do you close?",
+        "Where can I park?", "Is the museum open on Monday?", "Where are the toilets?", "Do you have a map?",
+        "Can I take photos?", "Where is the lift?", "Is there free wifi?", "Who are you?"]))
+    (data / "more.txt").write_text("Thank you!\nGoodbye.\nHello there.\n")
+    (data / "notes.txt").write_text("Where do I leave my coat?\n")
     out = tmp_path / "tables"
     out.mkdir()
-    result = run_cli("calibrate", "vad", "--data", str(data), "--method", "minmax", "--samples", "40", "--out", str(out))
-    assert "frame agreement" in result.stdout
-    if result.returncode == 0:
-        table = json.loads((out / "vad.json").read_text())
-        assert table["method"] == "minmax" and table["gates"]["passed"] and table["amax"]
-    else:
-        assert not (out / "vad.json").exists() and "no table written" in result.stdout
+    result = run_cli("calibrate", "text", "--data", str(data), "--method", "minmax", "--max-fp32-layers", "0",
+                     "--out", str(out))
+    assert result.returncode == 1, result.stderr
+    assert "mean cosine" in result.stdout and "FAIL" in result.stdout
+    assert "no table written" in result.stdout and "runs in FP16" in result.stdout
+    assert not list(out.iterdir())  # no partial table left behind
+    assert "collecting ranges [####################]" in result.stderr  # progress was shown
 
 
 def test_empty_data_directory_is_refused(tmp_path):

@@ -193,6 +193,6 @@ def test_unit_file_is_hardened():
     assert score <= 3.0, line
 
 
-def test_run_without_file_inputs_says_what_to_give():
-    result = run_cli("run")
-    assert result.returncode == 2 and "--mic FILE.wav" in result.stderr
+def test_run_without_a_microphone_says_so(tmp_path):
+    result = run_cli("run", env={"HOME": str(tmp_path), "ORIN_AVATAR_HOME": str(tmp_path)})  # no sound card here
+    assert result.returncode == 2 and "no audio input device" in result.stderr

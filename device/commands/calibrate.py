@@ -23,6 +23,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     calibrate.add_argument("--samples", type=int, default=64, help="calibration inputs per model (default 64)")
     calibrate.add_argument("--out", type=Path, default=TABLES_DIR, help=f"where tables go (default {TABLES_DIR})")
     calibrate.add_argument("--check", action="store_true", help="check the existing tables' gates instead of making new ones")
+    calibrate.add_argument("--max-fp32-layers", type=int, default=12,
+                           help="layers the sensitivity sweep may keep out of INT8 (default 12; 0: no sweep)")
     calibrate.set_defaults(run=_run)
 
 
@@ -44,7 +46,8 @@ def _run(args: argparse.Namespace) -> int:
             results.append(check(name, store, args.out, args.data))
         else:
             results.append(calibrate(name, store, args.out, method, args.samples, args.data,
-                                     report=lambda line: print(line, file=sys.stderr, flush=True)))
+                                     report=lambda line: print(line, file=sys.stderr, flush=True),
+                                     max_fp32=args.max_fp32_layers))
     print(f"{'model':<12} {'gate':<52} {'value':>9} {'needs':<18} {'result':<6} {'FP32 layers':>11} {'FP32 ms':>8} {'INT8 ms':>8}")
     for r in results:
         kept = len(r.table.fp32_nodes) if r.table else "-"

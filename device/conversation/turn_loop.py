@@ -71,6 +71,7 @@ class Conversation:
         self.turns: list[Turn] = []
         self.heartbeat = heartbeat
         self.observer = observer
+        self.listening = True  # False: answer nobody (no visitor engaged and listening is gated)
         self._frame = 0
         self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
         self._speculative: tuple[int, Future[Transcript]] | None = None
@@ -99,6 +100,20 @@ class Conversation:
                 self._speculative = None
             elif isinstance(event, Utterance):
                 self._submit(event)
+
+    def announce(self, intent: str, text: str) -> bool:
+        """Say `text` unprompted (a greeting when a visitor arrives); False if the robot is busy."""
+        if self._replying.is_set() or self.speaker.busy:
+            return False
+        now = time.monotonic()
+        turn = Turn(len(self.turns) + 1, Utterance(np.zeros(0, np.float32), 0, 0, 0),
+                    TurnTimings(turn=len(self.turns) + 1, speech_end=now, endpoint=now, asr_done=now, dialogue_done=now),
+                    answer=Answer(intent, 1.0, text, "perception"))
+        self.turns.append(turn)
+        self._replying.set()
+        self._cancel = threading.Event()
+        self._speech_pool.submit(self._reply, turn, self._cancel)
+        return True
 
     def runners(self) -> dict[str, Runner]:
         """Each model's runner, for reports of which backend serves it."""
@@ -169,7 +184,10 @@ class Conversation:
         answer = self.dialogue.answer(turn.transcript)
         turn.answer = answer
         turn.timings.dialogue_done = time.monotonic()
-        if answer.intent == STOP:
+        if not self.listening and answer.intent != STOP:
+            turn.ignored = "no visitor engaged"
+            turn.done.set()
+        elif answer.intent == STOP:
             self.interrupt(Interrupt("the visitor asked to stop"))
             turn.done.set()
         elif self._replying.is_set() or self.speaker.busy:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engines.errors import InputError, OrinAvatarError
+from engines.errors import OrinAvatarError
 from engines.fallback import FallbackRunner
 from engines.store.model_store import state_home
 
@@ -32,13 +32,18 @@ from device.conversation.assembly import build_conversation
 from device.conversation.report import turn_report
 from device.conversation.turn_loop import Conversation
 from device.conversation.visit import MicrophoneClock
+from device.models import catalog
 from device.models.vad import FRAME
 from device.service.heartbeats import Heartbeats
 from device.service.logs import setup_logging
 from device.service.notifier import Notifier, watchdog_interval
 from device.service.status_socket import StatusServer
 from device.settings import load_settings
+from device.sound.devices import DeviceSpeaker, Microphone
 from device.sound.speakers import RecordingSpeaker
+from device.vision.camera import Camera
+from device.vision.engagement import Engagement, VisitorArrived, VisitorLeft
+from device.vision.perception import Perception
 
 log = logging.getLogger(__name__)
 STAGE_DEADLINE_S = 5.0  # a worker silent for longer is hung
@@ -66,11 +71,24 @@ class FileMicrophone:
         self.state = f"file {self.path} (stopped)"
 
 
+class DeviceMicrophone:
+    """The configured sound card, through PyAudio."""
+
+    def __init__(self, wanted: str) -> None:
+        self.device = Microphone(wanted)
+        self.state = self.device.state
+
+    def run(self, conversation: Conversation, beat, stop: threading.Event) -> None:
+        try:
+            for frame in self.device.frames(stop):
+                conversation.feed(frame)
+                beat()
+        finally:
+            self.device.close()
+
+
 class Daemon:
     def __init__(self, args: argparse.Namespace) -> None:
-        if not args.mic or not args.speaker:
-            raise InputError("this build runs the conversation from files: give --mic FILE.wav and --speaker OUT.wav "
-                             "(live PyAudio devices are not wired into `run` yet)")
         self.args = args
         self.notifier = Notifier()
         self.heartbeats = Heartbeats()
@@ -81,6 +99,8 @@ class Daemon:
         self.last_reload = ""
         self.conversation: Conversation | None = None
         self.display = "starting"
+        self.camera = None
+        self.perception = None
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
@@ -89,11 +109,17 @@ class Daemon:
         self.notifier.extend_timeout(120)
         self.notifier.status("loading models")
         settings, store, threads = settings_of(self.args), store_of(self.args), threads_of(self.args)
-        microphone = FileMicrophone(self.args.mic)
-        speakers: list[RecordingSpeaker] = []
+        microphone = FileMicrophone(self.args.mic) if self.args.mic else DeviceMicrophone(settings.audio.input_device)
+        speakers: list = []
+
+        def make_speaker(rate: int):
+            made = RecordingSpeaker(rate, realtime=True) if self.args.speaker else DeviceSpeaker(rate, settings.audio.output_device)
+            speakers.append(made)
+            return made
+
         avatar = Avatar()
         conversation = build_conversation(
-            settings, store, threads, lambda rate: speakers.append(RecordingSpeaker(rate, realtime=True)) or speakers[-1],
+            settings, store, threads, make_speaker,
             heartbeat=self.heartbeats.register("turns", STAGE_DEADLINE_S), report=self._progress,
             observer=lambda message: avatar.on_message(message, lambda: self.speaker.played))
         self.conversation, self.speaker = conversation, speakers[0]
@@ -107,6 +133,7 @@ class Daemon:
         for worker in workers:
             worker.start()
         self.microphone = microphone
+        self.perception = self._start_perception(settings, store, conversation, avatar)
         self.state = "ready"
         self.notifier.ready(self._summary())
         log.info("ready: %s", self._summary())
@@ -134,6 +161,31 @@ class Daemon:
                 sink.close()
                 sink, renderer, self.display = NullSink(), None, "lost"
         sink.close()
+
+    def _start_perception(self, settings, store, conversation: Conversation, avatar: Avatar):
+        """Camera -> faces -> visitor arrived (greet, listen) / left (goodbye); the avatar looks at them."""
+        source = str(self.args.camera) if self.args.camera else settings.camera.source
+        conversation.listening = not settings.camera.gate_listening
+        if not source:
+            self.camera = None
+            return None
+        camera_settings = settings.camera
+        self.camera = Camera(source, camera_settings.width, camera_settings.height, camera_settings.fps)
+        detector = catalog.load_faces(store, 1)
+        intents = conversation.dialogue.intents
+
+        def on_event(event) -> None:
+            if isinstance(event, VisitorArrived):
+                conversation.listening = True
+                avatar.set_state(State.ATTENTIVE)
+                conversation.announce("greeting", intents["greeting"].answer)
+            elif isinstance(event, VisitorLeft):
+                conversation.announce("goodbye", intents["goodbye"].answer)
+                conversation.listening = not camera_settings.gate_listening
+                avatar.set_state(State.IDLE)
+
+        return Perception(self.camera, detector, Engagement(camera_settings.engagement()), camera_settings.detect_hz,
+                          on_event, avatar.look_at, self.heartbeats.register("perception", STAGE_DEADLINE_S))
 
     def _progress(self, line: str) -> None:
         self.notifier.status(line)
@@ -171,12 +223,16 @@ class Daemon:
         self.stop.set()
         for worker in workers:
             worker.join(timeout=2)
+        if self.perception is not None:
+            self.perception.close()
+            self.camera.close()
         conversation.close()
         self.speaker.close()
         status.close()
-        played = self.speaker.take()
-        write_wav(self.args.speaker, played, self.speaker.sample_rate)
-        log.info("stopped; wrote %.1f s of speech to %s", len(played) / self.speaker.sample_rate, self.args.speaker)
+        if self.args.speaker:
+            played = self.speaker.take()
+            write_wav(self.args.speaker, played, self.speaker.sample_rate)
+            log.info("stopped; wrote %.1f s of speech to %s", len(played) / self.speaker.sample_rate, self.args.speaker)
 
     def snapshot(self) -> dict:
         """What `orin-avatar status` shows."""
@@ -191,8 +247,9 @@ class Daemon:
         return {
             "state": self.state, "pid": os.getpid(), "uptime_s": round(time.monotonic() - self.started, 1),
             "status": self.notifier.last_status, "models": models,
-            "devices": {"microphone": self.microphone.state, "speaker": f"file {self.args.speaker}",
-                        "display": self.display},
+            "devices": {"microphone": self.microphone.state,
+                        "speaker": f"file {self.args.speaker}" if self.args.speaker else self.speaker.state,
+                        "camera": self.camera.state if self.camera else "none", "display": self.display},
             "heartbeats_s": self.heartbeats.ages(), "hung_stages": self.heartbeats.stale(),
             "knowledge": {"intents": len(conversation.dialogue.intents), "last_reload": self.last_reload},
             "turns": [_short(turn_report(t)) for t in conversation.turns[-10:] if t.done.is_set()],
@@ -206,8 +263,9 @@ def _short(report: dict) -> dict:
 
 def register(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="the daemon (what systemd starts)")
-    run.add_argument("--mic", type=Path, help="a WAV file as the microphone (a recorded visit)")
-    run.add_argument("--speaker", type=Path, help="a WAV file the replies are written to")
+    run.add_argument("--mic", type=Path, help="a WAV file as the microphone (replays a recorded visit)")
+    run.add_argument("--speaker", type=Path, help="write the replies to this WAV file instead of the sound card")
+    run.add_argument("--camera", type=Path, help="a video file as the camera")
     run.set_defaults(run=_run)
 
 

@@ -81,7 +81,12 @@ class Speaker:
                 samples = chunk.audio[start:start + block]
                 self._write(samples)
                 self._played += len(samples)
+            if not self._stop.is_set():
+                self._finished_chunk(chunk.last)
             self._done_one()
+
+    def _finished_chunk(self, last: bool) -> None:
+        """After a chunk played to its end (devices add trailing silence after the last)."""
 
     def _done_one(self) -> None:
         with self._lock:

@@ -1,0 +1,100 @@
+"""PyAudio through ALSA's `file` plugin: a real capture and playback path with no sound card
+(DESIGN.md section 7). Each test runs in a child process whose HOME holds the asoundrc."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO, run_cli
+
+ASOUNDRC = """
+pcm.!default { type asym playback.pcm "fileout" capture.pcm "filein" }
+pcm.fileout { type file slave.pcm "null" format "raw"
+  file { @func getenv vars [ ORIN_ALSA_OUT ] default "/dev/null" } }
+pcm.filein { type file slave.pcm "null" format "raw" file "/dev/null"
+  infile { @func getenv vars [ ORIN_ALSA_IN ] default "/dev/zero" } }
+"""
+
+
+@pytest.fixture
+def alsa(tmp_path):
+    (tmp_path / ".asoundrc").write_text(ASOUNDRC)
+    return {"HOME": str(tmp_path), "ORIN_ALSA_IN": str(tmp_path / "in.raw"), "ORIN_ALSA_OUT": str(tmp_path / "out.raw")}
+
+
+def _python(code: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=os.environ | env, capture_output=True, text=True, timeout=120)
+
+
+def test_capture_through_pyaudio_delivers_16khz_frames_and_counts_overflows(alsa):
+    """ALSA's file plugin has no real-time pacing, so the callback outruns the reader: the ring
+    must drop the oldest audio and count it, and the reader must still deliver frames."""
+    rate = 44100
+    t = np.arange(rate * 2) / rate
+    Path(alsa["ORIN_ALSA_IN"]).write_bytes((0.3 * np.sin(2 * np.pi * 440 * t) * 32767).astype(np.int16).tobytes())
+    code = (
+        "import threading, numpy as np\n"
+        "from device.sound.devices import Microphone\n"
+        "mic = Microphone('default')\n"
+        "stop = threading.Event(); frames = []\n"
+        "for frame in mic.frames(stop):\n"
+        "    frames.append(frame)\n"
+        "    if len(frames) >= 40: stop.set()\n"
+        "mic.close()\n"
+        "print(mic.rate, mic.channels, mic.overflows, len(frames), set(len(f) for f in frames), float(np.abs(np.concatenate(frames)).max()))\n"
+    )
+    result = _python(code, alsa)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rate_seen, channels, overflows, count, sizes, peak = result.stdout.split(maxsplit=5)
+    assert int(rate_seen) == rate and int(channels) == 2
+    assert int(count) >= 40 and sizes.strip() == "{512}"
+    assert int(overflows) > 0  # counted, never blocking the callback
+
+
+def test_played_audio_comes_back_byte_exact_with_trailing_silence(alsa):
+    """(Cancelling needs real-time pacing, which the file plugin lacks: test_conversation covers it.)"""
+    code = (
+        "import numpy as np, time\n"
+        "from device.conversation.messages import ReplyChunk\n"
+        "from device.sound.devices import DeviceSpeaker, TRAILING_SILENCE_S\n"
+        "rate = 22050\n"
+        "audio = (np.arange(rate) % 200 - 100).astype(np.float32) / 32767\n"
+        "speaker = DeviceSpeaker(rate)\n"
+        "speaker.play(ReplyChunk(1, 0, 'a', audio, rate, 0, (), False))\n"
+        "speaker.play(ReplyChunk(1, 1, 'b', audio, rate, rate, (), True))\n"
+        "speaker.wait_idle(30)\n"
+        "print(speaker.played)\n"
+        "speaker.close()\n"
+    )
+    result = _python(code, alsa)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert int(result.stdout) == 2 * 22050  # the playback clock counted every sample
+    out = np.frombuffer(Path(alsa["ORIN_ALSA_OUT"]).read_bytes(), np.int16)
+    expected = (np.arange(22050) % 200 - 100).astype(np.int16)
+    assert np.array_equal(out[:22050], expected) and np.array_equal(out[22050:44100], expected)
+    silence = int(0.15 * 22050)
+    assert len(out) == 44100 + silence and np.all(out[44100:] == 0)  # trailing silence after the last chunk
+
+
+def test_devices_lists_the_alsa_devices_and_a_missing_name_lists_them(alsa):
+    result = run_cli("devices", "--json", env=alsa)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["inputs"] and report["outputs"]  # the asoundrc's PCMs, as PyAudio enumerates them
+    assert all(d["inputs"] > 0 for d in report["inputs"]) and all(d["outputs"] > 0 for d in report["outputs"])
+    result = _python("from device.sound.devices import Microphone\nMicrophone('usb-array-mic')", alsa)
+    assert "no audio input device 'usb-array-mic'; there are:" in result.stderr
+    assert all(d["name"] in result.stderr for d in report["inputs"])
+
+
+def test_devices_on_a_machine_without_any(tmp_path):
+    result = run_cli("devices", env={"HOME": str(tmp_path)})
+    assert result.returncode == 0
+    assert "microphones: none" in result.stdout and "cameras: none" in result.stdout
