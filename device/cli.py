@@ -10,6 +10,7 @@ from pathlib import Path
 from engines.errors import OrinAvatarError
 
 from device.commands import calibrate, conversation, debug, devices, engines, models, service
+from device.bench import io as bench_io
 from device.bench import models as bench_models
 from device.bench import render as bench_render
 from device.bench import turn as bench_turn
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_models.register(bench_kinds)
     bench_turn.register(bench_kinds)
     bench_render.register(bench_kinds)
+    bench_io.register(bench_kinds)
     return parser
 
 

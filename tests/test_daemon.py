@@ -34,7 +34,7 @@ def _visit(path: Path, parts: list) -> Path:
 class Daemon:
     """`orin-avatar run` in a subprocess, and the datagrams it sends to NOTIFY_SOCKET."""
 
-    def __init__(self, tmp: Path, store, mic: Path, config: Path | None = None) -> None:
+    def __init__(self, tmp: Path, store, mic: Path, config: Path | None = None, extra: list[str] = ()) -> None:
         self.home = tmp / "home"
         self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.socket.bind(str(tmp / "notify.sock"))
@@ -47,7 +47,7 @@ class Daemon:
         self.speaker = tmp / "replies.wav"
         command = [sys.executable, "-m", "device", "--store", str(store.root)]
         command += ["--config", str(config)] if config else []
-        self.process = subprocess.Popen(command + ["run", "--mic", str(mic), "--speaker", str(self.speaker)],
+        self.process = subprocess.Popen(command + ["run", "--mic", str(mic), "--speaker", str(self.speaker), *extra],
                                         cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def receive(self, until: float) -> None:
@@ -196,3 +196,25 @@ def test_unit_file_is_hardened():
 def test_run_without_a_microphone_says_so(tmp_path):
     result = run_cli("run", env={"HOME": str(tmp_path), "ORIN_AVATAR_HOME": str(tmp_path)})  # no sound card here
     assert result.returncode == 2 and "no audio input device" in result.stderr
+
+
+def test_replayed_visit_with_camera_greets_answers_and_says_goodbye(store, tmp_path, daemons):
+    from tests.test_vision import _clip
+
+    camera = tmp_path / "camera.avi"
+    _clip(camera, 1.0, 12.0, 12.0)  # the visitor stands at the kiosk from 1 s to 13 s
+    mic = _visit(tmp_path / "visit.wav", [5.0, "02-opening.wav", 25.0])
+    config = tmp_path / "orin-avatar.toml"
+    config.write_text("[camera]\ngate_listening = true\narrive_s = 0.5\nleave_s = 2.0\n")
+    daemon = Daemon(tmp_path, store, mic, config, extra=["--camera", str(camera)])
+    daemons.append(daemon)
+    daemon.wait_for("READY=1", 60)
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and len(daemon.status()["turns"]) < 3:
+        daemon.receive(time.monotonic() + 1)
+    status = daemon.status()
+    assert [(t["intent"], t["source"]) for t in status["turns"]] == [
+        ("greeting", "perception"), ("opening_hours", "knowledge"), ("goodbye", "perception")]
+    assert status["devices"]["camera"].endswith("(connected)") or "lost" in status["devices"]["camera"]
+    code, _, _ = daemon.stop()
+    assert code == 0

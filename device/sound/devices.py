@@ -83,7 +83,8 @@ class Microphone:
         self.device = choose(list_devices(self._audio), wanted, "input")
         self.rate = self.device.rate
         self.channels = min(2, self.device.inputs)
-        self._ring: collections.deque[bytes] = collections.deque(maxlen=max(2, int(RING_SECONDS * self.rate / block)))
+        self._ring: collections.deque[tuple[float, bytes]] = collections.deque(maxlen=max(2, int(RING_SECONDS * self.rate / block)))
+        self.latencies_ms: collections.deque[float] = collections.deque(maxlen=1000)  # block captured -> frame out
         self._ready = threading.Condition()
         self.overflows = 0
         self._last_warning = 0.0
@@ -97,7 +98,7 @@ class Microphone:
 
         if len(self._ring) == self._ring.maxlen:
             self.overflows += 1
-        self._ring.append(data)
+        self._ring.append((time.monotonic(), data))
         with self._ready:
             self._ready.notify()
         return None, pyaudio.paContinue
@@ -113,13 +114,15 @@ class Microphone:
                 if not self._ring:
                     self._ready.wait(0.1)
             for _ in range(len(self._ring)):  # what is there now: a fast device must not starve the reader
-                block = np.frombuffer(self._ring.popleft(), np.int16).astype(np.float32) / 32768
+                captured, data = self._ring.popleft()
+                block = np.frombuffer(data, np.int16).astype(np.float32) / 32768
                 mono = block.reshape(-1, self.channels).mean(axis=1)
                 pending = np.concatenate([pending, resampler.resample_chunk(mono)])
             if self.overflows != seen and time.monotonic() - self._last_warning > 1:
                 log.warning("microphone overflow: %d blocks dropped so far (the reader fell behind)", self.overflows)
                 seen, self._last_warning = self.overflows, time.monotonic()
             while len(pending) >= FRAME:
+                self.latencies_ms.append((time.monotonic() - captured) * 1000)
                 yield pending[:FRAME]
                 pending = pending[FRAME:]
 
