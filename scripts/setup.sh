@@ -9,8 +9,9 @@ with_test=0
 [ "${1:-}" = "--test" ] && with_test=1
 
 apt_packages=(python3-venv python3-dev build-essential pkg-config portaudio19-dev libsystemd-dev ffmpeg)
-# The tests also need a virtual X server, a screenshot tool, and systemd-analyze for the unit file.
-[ "${1:-}" = "--test" ] && apt_packages+=(xvfb x11-apps imagemagick systemd)
+# The tests also need a virtual X server, a screenshot tool, systemd-analyze for the unit file, and a
+# PulseAudio null sink (a sound card paced in real time, reached through ALSA's pulse plugin).
+[ "${1:-}" = "--test" ] && apt_packages+=(xvfb x11-apps imagemagick systemd pulseaudio pulseaudio-utils libasound2-plugins)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -98,3 +99,87 @@ def test_devices_on_a_machine_without_any(tmp_path):
     result = run_cli("devices", env={"HOME": str(tmp_path)})
     assert result.returncode == 0
     assert "microphones: none" in result.stdout and "cameras: none" in result.stdout
+
+
+PULSE_ASOUNDRC = """
+pcm.!default { type pulse device "robot.monitor" }
+ctl.!default { type pulse }
+"""
+
+
+@pytest.fixture
+def pulse(tmp_path):
+    """Our own PulseAudio with a null sink: real-time pacing, reached by PyAudio through ALSA."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {"HOME": str(tmp_path), "XDG_RUNTIME_DIR": str(runtime)}
+    (tmp_path / ".asoundrc").write_text(PULSE_ASOUNDRC)
+    server = subprocess.Popen(["pulseaudio", "-n", "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no",
+                               "-L", "module-native-protocol-unix", "-L", "module-null-sink sink_name=robot norewinds=1"],
+                              env=os.environ | env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(50):
+        if subprocess.run(["pactl", "info"], env=os.environ | env, capture_output=True).returncode == 0:
+            break
+        time.sleep(0.1)
+    yield env
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def test_captured_frames_equal_the_input_at_real_time_pace(pulse, tmp_path):
+    rate = 44100
+    t = np.arange(rate * 3) / rate
+    tone = (0.3 * np.sin(2 * np.pi * (200 * t + 400 * t ** 2))).astype(np.float32)  # a chirp: one alignment only
+    stereo = np.repeat((tone * 32767).astype(np.int16)[:, None], 2, axis=1)
+    source = tmp_path / "in.raw"
+    stereo.tofile(source)
+    code = (
+        "import threading, subprocess, time, numpy as np\n"
+        "from device.sound.devices import Microphone\n"
+        "mic = Microphone('default')\n"
+        f"player = subprocess.Popen(['pacat', '--playback', '-d', 'robot', '--format=s16le', '--rate=44100', '--channels=2', {str(source)!r}])\n"
+        "stop = threading.Event(); frames = []; started = time.monotonic()\n"
+        "for frame in mic.frames(stop):\n"
+        "    frames.append(frame)\n"
+        "    if len(frames) >= 125: stop.set()\n"
+        "mic.close(); player.wait()\n"
+        f"np.save({str(tmp_path / 'captured.npy')!r}, np.concatenate(frames))\n"
+        "print(mic.overflows, round(time.monotonic() - started, 2))\n"
+    )
+    result = _python(code, pulse)
+    assert result.returncode == 0, result.stderr[-2000:]
+    overflows, seconds = result.stdout.split()
+    assert int(overflows) == 0 and float(seconds) >= 3.5  # paced like a real microphone, nothing dropped
+    captured = np.load(tmp_path / "captured.npy")
+    from device.audio_file import resample
+
+    expected = resample(tone, rate, 16000)
+    size = len(captured) + len(expected)
+    correlation = np.fft.irfft(np.fft.rfft(captured, size) * np.conj(np.fft.rfft(expected, size)), size)
+    lag = int(np.argmax(correlation[:len(captured)]))
+    aligned = captured[lag:lag + len(expected)][400:-400]  # the resampler's edges aside
+    reference = expected[400:400 + len(aligned)]
+    assert len(aligned) > 2 * 16000
+    assert np.corrcoef(aligned, reference)[0, 1] > 0.999
+    assert np.max(np.abs(aligned - reference)) < 0.01
+
+
+def test_cancel_stops_a_device_speaker_at_once(pulse):
+    code = (
+        "import numpy as np, time\n"
+        "from device.conversation.messages import ReplyChunk\n"
+        "from device.sound.devices import DeviceSpeaker\n"
+        "speaker = DeviceSpeaker(22050)\n"
+        "speaker.play(ReplyChunk(1, 0, 'long', np.full(22050 * 20, 0.2, np.float32), 22050, 0, (), True))\n"
+        "time.sleep(1.0); before = speaker.played; speaker.stop(); stopped = time.monotonic()\n"
+        "speaker.wait_idle(5); idle_after = time.monotonic() - stopped\n"
+        "time.sleep(0.5); print(before, speaker.played, round(idle_after, 3))\n"
+        "speaker.close()\n"
+    )
+    env = pulse | {}
+    (Path(pulse["HOME"]) / ".asoundrc").write_text('pcm.!default { type pulse device "robot" }\nctl.!default { type pulse }\n')
+    result = _python(code, env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    before, after, idle_after = result.stdout.split()
+    assert 0.5 * 22050 < int(before) < 2.0 * 22050  # it was playing in real time
+    assert int(after) - int(before) < 0.3 * 22050 and float(idle_after) < 0.5  # and stopped within a block or two
