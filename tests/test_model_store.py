@@ -90,3 +90,11 @@ def test_models_list_json(fresh_store, wheelhouse):
     assert not {f["file"]: f for f in json.loads(result.stdout)["files"]}["tts.onnx.json"]["verified"]
     shutil.rmtree(root / "samples")
     assert sync_store(root, wheelhouse, report=lambda _: None) == ["tts.onnx.json", "samples/beckett.wav"]
+
+
+def test_conversion_is_deterministic_across_processes(fresh_store, store):
+    """The set-up's store was converted in another process (another hash seed): same bytes, so a
+    calibration table made on one machine matches the model on every robot."""
+    root, _, _ = fresh_store
+    ours = ModelStore(root).entries()
+    assert {n: e.sha256 for n, e in ours.items()} == {n: e.sha256 for n, e in store.entries().items()}

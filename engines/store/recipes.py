@@ -89,6 +89,11 @@ def _tflite(members: list[Path], dest: Path) -> None:
     tflite2onnx.convert(str(members[0]), str(converted))
     model = version_converter.convert_version(onnx.load(str(converted)), FACE_OPSET)
     converted.unlink()
+    # tflite2onnx emits initializers in set order, which changes with Python's hash seed: sort them,
+    # so every robot converts to the same bytes and the shipped calibration table's sha256 matches.
+    ordered = sorted(model.graph.initializer, key=lambda t: t.name)
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(ordered)
     onnx.checker.check_model(model)
     onnx.save(model, str(dest))
 
