@@ -60,7 +60,7 @@ def test_capture_through_pyaudio_delivers_16khz_frames_and_counts_overflows(alsa
 
 
 def test_played_audio_comes_back_byte_exact_with_trailing_silence(alsa):
-    """(Cancelling needs real-time pacing, which the file plugin lacks: test_conversation covers it.)"""
+    """(Cancelling needs real-time pacing, which the file plugin lacks: the PulseAudio test below covers it.)"""
     code = (
         "import numpy as np, time\n"
         "from device.conversation.messages import ReplyChunk\n"
