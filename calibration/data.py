@@ -18,10 +18,10 @@ from engines.errors import InputError
 from engines.store.model_store import ModelStore
 
 from device.audio_file import read_audio, resample
+from device.bundled import SAMPLE_PHOTO
 from device.conversation.dialogue import BUILTINS
 from device.conversation.knowledge import load_knowledge
 
-SAMPLE_PHOTO = Path(__file__).resolve().parent.parent / "device" / "samples" / "astronaut.jpg"
 SENTENCES = [
     "Good afternoon, how can I help you today?", "The exhibition on the second floor closes at five.",
     "Please keep your ticket until the end of your visit.", "Guided tours start every hour at the front desk.",

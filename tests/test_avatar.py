@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from device.avatar.animator import Avatar, State
-from device.avatar.mouths import LEAD_S, SHAPES, mouth_at
+from device.avatar.mouths import LEAD_S, mouth_at
 from device.avatar.renderer import Renderer
 from device.conversation.visemes import viseme_timeline
 from device.settings import load_settings

@@ -15,13 +15,12 @@ import numpy as np
 from engines.errors import OrinAvatarError
 
 from device.bench.stats import percentiles_ms
+from device.bundled import SAMPLE_PHOTO
 from device.commands.context import print_json, settings_of, store_of
 from device.models import catalog
 from device.vision.camera import Camera
 from device.vision.engagement import Engagement
 from device.vision.perception import Perception
-
-SAMPLE_PHOTO = Path(__file__).parent.parent / "samples" / "astronaut.jpg"
 
 
 def register(kinds: argparse._SubParsersAction) -> None:

@@ -11,12 +11,12 @@ import argparse
 import multiprocessing
 import sys
 import time
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from device.audio_file import read_audio
+from device.bundled import SAMPLE_PHOTO
 from device.bench.stats import peak_rss_mb, percentiles_ms
 from device.commands.context import print_json, store_of, threads_of
 from device.models import catalog
@@ -24,7 +24,6 @@ from engines.errors import InputError
 from engines.store.model_store import ModelStore
 
 WARMUP = 3
-SAMPLE_PHOTO = Path(__file__).parent.parent / "samples" / "astronaut.jpg"  # NASA, public domain
 
 
 def register(kinds: argparse._SubParsersAction) -> None:

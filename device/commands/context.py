@@ -13,7 +13,10 @@ from device.settings import Settings, load_settings
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
-    return load_settings(args.config)
+    """The settings, read once per command."""
+    if getattr(args, "_settings", None) is None:
+        args._settings = load_settings(args.config)
+    return args._settings
 
 
 def store_of(args: argparse.Namespace) -> ModelStore:

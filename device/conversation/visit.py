@@ -6,11 +6,11 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from device.audio_file import read_audio
+from device.bundled import BUNDLED_VISIT
 from device.conversation.messages import MIC_RATE
 from device.conversation.turn_loop import Conversation
 from device.models.vad import FRAME
@@ -20,7 +20,6 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-BUNDLED_VISIT = Path(__file__).parent.parent / "samples" / "visit"
 GAP_SECONDS = 0.6  # the visitor's pause after an answer before the next question
 
 
