@@ -41,9 +41,10 @@ def test_capture_through_pyaudio_delivers_16khz_frames_and_counts_overflows(alsa
     t = np.arange(rate * 2) / rate
     Path(alsa["ORIN_ALSA_IN"]).write_bytes((0.3 * np.sin(2 * np.pi * 440 * t) * 32767).astype(np.int16).tobytes())
     code = (
-        "import threading, numpy as np\n"
+        "import threading, time, numpy as np\n"
         "from device.sound.devices import Microphone\n"
         "mic = Microphone('default')\n"
+        "time.sleep(1.0)  # the reader is late: the unpaced device overruns the 4 s ring meanwhile\n"
         "stop = threading.Event(); frames = []\n"
         "for frame in mic.frames(stop):\n"
         "    frames.append(frame)\n"
