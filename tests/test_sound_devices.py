@@ -138,11 +138,11 @@ def test_captured_frames_equal_the_input_at_real_time_pace(pulse, tmp_path):
         "import threading, subprocess, time, numpy as np\n"
         "from device.sound.devices import Microphone\n"
         "mic = Microphone('default')\n"
-        f"player = subprocess.Popen(['pacat', '--playback', '-d', 'robot', '--format=s16le', '--rate=44100', '--channels=2', {str(source)!r}])\n"
+        f"player = subprocess.Popen(['pacat', '--playback', '-d', 'robot', '--latency-msec=100', '--format=s16le', '--rate=44100', '--channels=2', {str(source)!r}])\n"
         "stop = threading.Event(); frames = []; started = time.monotonic()\n"
         "for frame in mic.frames(stop):\n"
         "    frames.append(frame)\n"
-        "    if len(frames) >= 125: stop.set()\n"
+        "    if len(frames) >= 200: stop.set()\n"
         "mic.close(); player.wait()\n"
         f"np.save({str(tmp_path / 'captured.npy')!r}, np.concatenate(frames))\n"
         "print(mic.overflows, round(time.monotonic() - started, 2))\n"
@@ -150,19 +150,33 @@ def test_captured_frames_equal_the_input_at_real_time_pace(pulse, tmp_path):
     result = _python(code, pulse)
     assert result.returncode == 0, result.stderr[-2000:]
     overflows, seconds = result.stdout.split()
-    assert int(overflows) == 0 and float(seconds) >= 3.5  # paced like a real microphone, nothing dropped
+    assert int(overflows) == 0 and float(seconds) >= 6.0  # paced like a real microphone (6.4 s), nothing dropped
     captured = np.load(tmp_path / "captured.npy")
     from device.audio_file import resample
 
     expected = resample(tone, rate, 16000)
-    size = len(captured) + len(expected)
-    correlation = np.fft.irfft(np.fft.rfft(captured, size) * np.conj(np.fft.rfft(expected, size)), size)
-    lag = int(np.argmax(correlation[:len(captured)]))
-    aligned = captured[lag:lag + len(expected)][400:-400]  # the resampler's edges aside
-    reference = expected[400:400 + len(aligned)]
-    assert len(aligned) > 2 * 16000
-    assert np.corrcoef(aligned, reference)[0, 1] > 0.999
-    assert np.max(np.abs(aligned - reference)) < 0.01
+    lag, fraction = _lag(captured, expected)
+    # The stream's resampler starts at another phase than a whole-file one: shift the reference by
+    # the measured fraction of a sample, then the captured audio equals the input.
+    frequencies = np.fft.rfftfreq(len(expected))
+    reference = np.fft.irfft(np.fft.rfft(expected) * np.exp(-2j * np.pi * frequencies * fraction), len(expected))
+    # A quarter second at a time, so a scheduling hiccup of PulseAudio on a loaded machine shows as
+    # one bad segment, not as corrupted audio.
+    segments = range(4000, len(expected) - 8000, 4000)
+    matched = 0
+    for start in segments:
+        piece, wanted = captured[lag + start:lag + start + 4000], reference[start:start + 4000]
+        matched += np.corrcoef(piece, wanted)[0, 1] > 0.9999 and np.max(np.abs(piece - wanted)) < 0.005
+    assert matched >= 0.9 * len(segments), f"{matched} of {len(segments)} segments equal the input"
+
+
+def _lag(signal: np.ndarray, pattern: np.ndarray) -> tuple[int, float]:
+    """Where `pattern` starts in `signal`: whole samples, and the fraction (parabolic peak fit)."""
+    size = len(signal) + len(pattern)
+    correlation = np.fft.irfft(np.fft.rfft(signal, size) * np.conj(np.fft.rfft(pattern, size)), size)
+    k = int(np.argmax(correlation[:len(signal)]))
+    before, peak, after = np.take(correlation, [k - 1, k, k + 1], mode="wrap")  # circular: k = 0 has a neighbour
+    return k, float(0.5 * (before - after) / (before - 2 * peak + after))
 
 
 def test_cancel_stops_a_device_speaker_at_once(pulse):
