@@ -79,6 +79,7 @@ class Conversation:
         self._speech_pool = ThreadPoolExecutor(1, thread_name_prefix="speech")
         self._pending: queue.Queue[tuple[Turn, Future[Transcript]] | None] = queue.Queue()
         self._replying = threading.Event()
+        self._lock = threading.Lock()  # turn numbering, and checking-then-starting a reply
         self._cancel = threading.Event()
         self._turn_thread = threading.Thread(target=self._turns, name="turns", daemon=True)
         self._turn_thread.start()
@@ -106,13 +107,14 @@ class Conversation:
         if self._replying.is_set() or self.speaker.busy:
             return False
         now = time.monotonic()
-        turn = Turn(len(self.turns) + 1, Utterance(np.zeros(0, np.float32), 0, 0, 0),
-                    TurnTimings(turn=len(self.turns) + 1, speech_end=now, endpoint=now, asr_done=now, dialogue_done=now),
-                    answer=Answer(intent, 1.0, text, "perception"))
-        self.turns.append(turn)
-        self._replying.set()
-        self._cancel = threading.Event()
-        self._speech_pool.submit(self._reply, turn, self._cancel)
+        with self._lock:
+            turn = self._new_turn(Utterance(np.zeros(0, np.float32), 0, 0, 0),
+                                  TurnTimings(0, speech_end=now, endpoint=now, asr_done=now, dialogue_done=now))
+            turn.answer = Answer(intent, 1.0, text, "perception")
+        if not self._start_reply(turn):
+            turn.ignored = "busy speaking"
+            turn.done.set()
+            return False
         return True
 
     def runners(self) -> dict[str, Runner]:
@@ -139,17 +141,33 @@ class Conversation:
 
     def _submit(self, utterance: Utterance) -> None:
         now = time.monotonic()
-        timings = TurnTimings(turn=len(self.turns) + 1, endpoint=now,
-                              speech_end=self._arrival_of(utterance.speech_end // FRAME - 1))
+        timings = TurnTimings(0, endpoint=now, speech_end=self._arrival_of(utterance.speech_end // FRAME - 1))
         speculative = self._speculative
         self._speculative = None
         if speculative is not None and speculative[0] == utterance.speech_end:
             future, timings.speculative_hit = speculative[1], True
         else:
             future = self._asr_pool.submit(self.asr.transcribe, utterance.audio)
+        with self._lock:
+            turn = self._new_turn(utterance, timings)
+        self._pending.put((turn, future))
+
+    def _new_turn(self, utterance: Utterance, timings: TurnTimings) -> Turn:
+        """Numbered in order, whichever thread (microphone, perception) makes it; under self._lock."""
+        timings.turn = len(self.turns) + 1
         turn = Turn(timings.turn, utterance, timings)
         self.turns.append(turn)
-        self._pending.put((turn, future))
+        return turn
+
+    def _start_reply(self, turn: Turn) -> bool:
+        """Start speaking `turn`'s answer unless a reply is already going (check and start are one step)."""
+        with self._lock:
+            if self._replying.is_set() or self.speaker.busy:
+                return False
+            self._replying.set()
+            self._cancel = threading.Event()
+        self._speech_pool.submit(self._reply, turn, self._cancel)
+        return True
 
     def _arrival_of(self, frame: int) -> float:
         back = self._frame - 1 - frame
@@ -190,13 +208,10 @@ class Conversation:
         elif answer.intent == STOP:
             self.interrupt(Interrupt("the visitor asked to stop"))
             turn.done.set()
-        elif self._replying.is_set() or self.speaker.busy:
+        elif not self._start_reply(turn):
             turn.ignored = "heard while speaking"
             turn.done.set()
         else:
-            self._replying.set()
-            self._cancel = threading.Event()
-            self._speech_pool.submit(self._reply, turn, self._cancel)
             return
         log.info("turn %d: %r -> %s (%s)", turn.id, turn.transcript, answer.intent, turn.ignored or "stopped speaking",
                  extra={"TURN_ID": turn.id, "INTENT": answer.intent})
