@@ -24,7 +24,7 @@ from engines.model_policy import POLICIES
 from engines.onnxrt_runner import OnnxRuntimeRunner
 from engines.store.model_store import ModelStore
 
-from calibration.qdq import make_qdq_model
+from calibration.qdq import make_qdq_model, tensor_names
 from calibration.table import CalibrationTable, CalibrationTableError, read_table, write_table
 from calibration.targets import TARGETS, Gate, Target
 
@@ -139,8 +139,7 @@ def check(name: str, store: ModelStore, tables: Path, data: Path | None = None) 
     target = TARGETS[name]
     path = tables / f"{name}.json"
     model = onnx.load(str(store.path(target.model)), load_external_data=False)
-    names = {t for n in model.graph.node for t in (*n.input, *n.output)} | {i.name for i in model.graph.input}
-    table = read_table(path, store.entries()[target.model].sha256, names)
+    table = read_table(path, store.entries()[target.model].sha256, tensor_names(model))
     dataset = target.dataset(store, data)
     with tempfile.TemporaryDirectory(prefix="orin-avatar-check-") as scratch:
         gate = evaluate(store, target, table, dataset.held, Path(scratch))

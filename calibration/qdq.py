@@ -15,6 +15,11 @@ import onnx
 from calibration.table import CalibrationTable
 
 
+def tensor_names(model: onnx.ModelProto) -> set[str]:
+    """Every tensor a calibration table may name: the graph inputs and the nodes' inputs and outputs."""
+    return {t for n in model.graph.node for t in (*n.input, *n.output)} | {i.name for i in model.graph.input}
+
+
 def output_tensors(model: onnx.ModelProto, nodes: tuple[str, ...]) -> set[str]:
     wanted = set(nodes)
     return {out for node in model.graph.node if node.name in wanted for out in node.output}

@@ -25,7 +25,7 @@ from calibration import data
 from device.conversation.dialogue import BUILTINS
 from device.conversation.knowledge import load_knowledge
 from device.models.asr import PAD, SpeechRecognizer
-from device.models.faces import FaceDetector, letterbox
+from device.models.faces import FaceDetector, box_iou, letterbox
 from device.models.text_encoder import TextEncoder
 
 Feeds = dict[str, np.ndarray]
@@ -89,11 +89,8 @@ def _face_feeds(store: ModelStore, images: list) -> list[Feeds]:
     return [{"input": letterbox(image)[0]} for image in images]
 
 
-def _iou(a, b) -> float:
-    x0, y0, x1, y1 = max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
-    inter = max(0.0, x1 - x0) * max(0.0, y1 - y0)
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
+def _best_overlap(box: tuple, others: list) -> float:
+    return float(box_iou(np.array(box), np.array([o.box for o in others])).max()) if others else 0.0
 
 
 CONFIDENT = 0.75  # faces FP32 is unsure of (scores near the 0.5 threshold) may flip either way
@@ -106,8 +103,8 @@ def _face_gate(store: ModelStore, fp32: Runner, int8: Runner, images: list) -> G
     overlaps, new = [], 0
     for image in images:
         expected, got = reference.detect(image), quantized.detect(image)
-        overlaps += [max((_iou(f.box, g.box) for g in got), default=0.0) for f in expected if f.score >= CONFIDENT]
-        new += sum(1 for g in got if g.score >= CONFIDENT and max((_iou(g.box, e.box) for e in expected), default=0.0) < 0.5)
+        overlaps += [_best_overlap(f.box, got) for f in expected if f.score >= CONFIDENT]
+        new += sum(1 for g in got if g.score >= CONFIDENT and _best_overlap(g.box, expected) < 0.5)
     lost = sum(1 for o in overlaps if o < 0.5)
     mean = float(np.mean(overlaps)) if overlaps else 0.0
     passed = bool(overlaps) and mean >= 0.9 and lost == 0 and new == 0

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from calibration import TABLES_DIR
-from calibration.qdq import make_qdq_model, output_tensors
+from calibration.qdq import make_qdq_model, output_tensors, tensor_names
 from calibration.table import ALGORITHMS, CalibrationTableError, read_table, render_trt_cache, trt_version_number
 from engines.engine_cache import EngineCache, EngineKey, EngineRecord, forget
 from engines.errors import ModelStoreError, OrinAvatarError
@@ -172,8 +172,7 @@ class EngineManager:
             table_path = self.tables / f"{policy.name}.json"
             if not table_path.is_file():
                 raise EngineBuildError(f"no calibration table {table_path}; run 'orin-avatar calibrate {policy.name}'")
-            names = {t for n in model.graph.node for t in (*n.input, *n.output)} | {i.name for i in model.graph.input}
-            table = read_table(table_path, key.onnx_sha256, names)
+            table = read_table(table_path, key.onnx_sha256, tensor_names(model))
             fp32 = output_tensors(model, table.fp32_nodes)
             if self.platform.trt_major >= 11:  # explicit quantization: a Q/DQ model, no calibrator
                 onnx_path = self.cache.directory(policy.model) / f"{key.digest}.qdq.onnx"

@@ -106,7 +106,8 @@ def _tiles(image: np.ndarray) -> list[tuple[np.ndarray, int]]:
     return [(image[:, x:x + h], int(x)) for x in starts]
 
 
-def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """Intersection over union of one (x0, y0, x1, y1) box with each row of `boxes`."""
     x0 = np.maximum(box[0], boxes[:, 0])
     y0 = np.maximum(box[1], boxes[:, 1])
     x1 = np.minimum(box[2], boxes[:, 2])
@@ -126,7 +127,7 @@ def _weighted_nms(points: np.ndarray, scores: np.ndarray, overlap: float) -> lis
     for i in range(len(scores)):
         if not remaining[i]:
             continue
-        cluster = remaining & (_iou(points[i, :4], points[:, :4]) > overlap)
+        cluster = remaining & (box_iou(points[i, :4], points[:, :4]) > overlap)
         cluster[i] = True
         weights = scores[cluster][:, None]
         merged.append(((points[cluster] * weights).sum(0) / weights.sum(), float(scores[i])))
