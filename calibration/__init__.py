@@ -1,4 +1,5 @@
-"""INT8 calibration: the portable table format, its renderings, and the tables that ship."""
+"""`orin-avatar calibrate`: targets, representative data and gates, and the tables that ship
+(package data). The table format and its TensorRT renderings live in engines/, which consumes them."""
 
 from pathlib import Path
 

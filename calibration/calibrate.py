@@ -24,8 +24,8 @@ from engines.model_policy import POLICIES
 from engines.onnxrt_runner import OnnxRuntimeRunner
 from engines.store.model_store import ModelStore
 
-from calibration.qdq import make_qdq_model, tensor_names
-from calibration.table import CalibrationTable, CalibrationTableError, read_table, write_table
+from engines.qdq_model import make_qdq_model, tensor_names
+from engines.calibration_table import CalibrationTable, CalibrationTableError, read_table, write_table
 from calibration.targets import TARGETS, Gate, Target
 
 Report = Callable[[str], None]

@@ -16,17 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from calibration import TABLES_DIR
-from calibration.qdq import make_qdq_model, output_tensors, tensor_names
-from calibration.table import ALGORITHMS, CalibrationTableError, read_table, render_trt_cache, trt_version_number
+from engines import tensorrt_support
+from engines.calibration_table import read_table, render_trt_cache
 from engines.engine_cache import EngineCache, EngineKey, EngineRecord, forget
-from engines.errors import ModelStoreError, OrinAvatarError
+from engines.errors import OrinAvatarError
 from engines.fallback import FallbackRunner
 from engines.files import sha256_file
 from engines.model_policy import POLICIES, ModelPolicy
 from engines.onnx_check import check_onnx
 from engines.onnxrt_runner import OnnxRuntimeRunner
 from engines.platform import Platform, probe_platform
+from engines.qdq_model import make_qdq_model, output_tensors, tensor_names
 from engines.store.model_store import ModelStore
 from engines.tensorrt_runner import TensorRTRunner
 from engines.trt_builder import BuildRequest, EngineBuildError, build_in_child
@@ -72,9 +72,10 @@ class Outcome:
 
 
 class EngineManager:
-    def __init__(self, store: ModelStore, cache_root: Path, settings: EngineSettings,
-                 platform: Platform | None = None, tables: Path = TABLES_DIR, report: Report = log.info) -> None:
-        """`report` receives build progress of the background builds (`serve`)."""
+    def __init__(self, store: ModelStore, cache_root: Path, settings: EngineSettings, tables: Path,
+                 platform: Platform | None = None, report: Report = log.info) -> None:
+        """`tables`: the directory of shipped calibration tables; `report` receives build progress of
+        the background builds (`serve`)."""
         self.store = store
         self.cache = EngineCache(cache_root)
         self.settings = settings
@@ -93,7 +94,15 @@ class EngineManager:
 
     def ladder(self, policy: ModelPolicy, precision: str | None = None) -> tuple[str, ...]:
         chosen = precision or self.settings.precision
-        return policy.precisions if chosen == "auto" else (chosen,)
+        if chosen != "auto":
+            return (chosen,)
+        return tensorrt_support.precisions(self.platform.tensorrt, (self.tables / f"{policy.name}.json").is_file())
+
+    def dla_core(self, policy: ModelPolicy, wanted: int | None) -> tuple[int | None, str]:
+        """The DLA core `policy`'s model may use (None: the GPU), and why not when it may not."""
+        core = wanted if wanted is not None else (self.settings.dla_core if self.settings.dla_core >= 0 else None)
+        problem = None if core is None else tensorrt_support.dla_problem(policy.static, self.platform.tensorrt)
+        return (None, problem) if problem else (core, "")
 
     def key(self, policy: ModelPolicy, precision: str, dla_core: int | None) -> EngineKey:
         table = self.tables / f"{policy.name}.json"
@@ -112,7 +121,9 @@ class EngineManager:
             return Outcome(policy.model, None, None, (self.unavailable,))
         if policy.cpu_reason:
             return Outcome(policy.model, None, None, (policy.cpu_reason,))
-        dla = dla_core if dla_core is not None else (self.settings.dla_core if self.settings.dla_core >= 0 else None)
+        dla, why_not_dla = self.dla_core(policy, dla_core)
+        if why_not_dla:
+            report(f"{policy.name}: not on the DLA ({why_not_dla})")
         reasons: list[str] = []
         keys = set()
         with self.cache.lock(policy.model):
@@ -151,8 +162,11 @@ class EngineManager:
             build_in_child(request, self.settings.build_timeout_s, report)
             record.build_seconds = round(time.monotonic() - started, 1)
             problem = self._validate(policy, key, Path(request.output), record)
-        except (EngineBuildError, CalibrationTableError, ModelStoreError) as exc:
+        except OrinAvatarError as exc:
             problem = str(exc)
+        except Exception as exc:  # whatever went wrong preparing the build, the rung failed: record why
+            log.exception("%s: %s rung failed unexpectedly", policy.name, key.precision)
+            problem = f"{type(exc).__name__}: {exc}"
         if problem is not None:
             record.reason = problem
             forget(self.cache.engine_path(key))
@@ -167,23 +181,27 @@ class EngineManager:
     def _request(self, policy: ModelPolicy, key: EngineKey) -> BuildRequest:
         onnx_path = self.store.path(policy.model)  # hash checked against the manifest
         model = check_onnx(onnx_path, self.store.root)
-        cache = header = None
+        cache, fp32_layers = None, ()
+        self.cache.directory(policy.model).mkdir(parents=True, exist_ok=True)
         if key.precision == "int8":
             table_path = self.tables / f"{policy.name}.json"
             if not table_path.is_file():
                 raise EngineBuildError(f"no calibration table {table_path}; run 'orin-avatar calibrate {policy.name}'")
             table = read_table(table_path, key.onnx_sha256, tensor_names(model))
-            fp32 = output_tensors(model, table.fp32_nodes)
-            if self.platform.trt_major >= 11:  # explicit quantization: a Q/DQ model, no calibrator
+            if tensorrt_support.strongly_typed(self.platform.tensorrt):  # explicit quantization: a Q/DQ model
                 onnx_path = self.cache.directory(policy.model) / f"{key.digest}.qdq.onnx"
                 make_qdq_model(self.store.path(policy.model), table, onnx_path)
+                model = check_onnx(onnx_path, onnx_path.parent)
             else:
-                cache = render_trt_cache(table, self.platform.tensorrt, fp32)
-                header = f"TRT-{trt_version_number(self.platform.tensorrt)}-{ALGORITHMS[table.method]}"
-        self.cache.directory(policy.model).mkdir(parents=True, exist_ok=True)
+                cache = render_trt_cache(table, self.platform.tensorrt, output_tensors(model, table.fp32_nodes))
+                fp32_layers = table.fp32_nodes
+        refused = tensorrt_support.refusals(model, self.platform.tensorrt)
+        if refused:
+            raise EngineBuildError(f"TensorRT {self.platform.tensorrt} would refuse {policy.model}: "
+                                   + "; ".join(str(r) for r in refused))
         return BuildRequest(
             model=policy.model, onnx_path=str(onnx_path), precision=key.precision, calibration_cache=cache,
-            calibration_header=header, dla_core=key.dla_core, profile=policy.profile,
+            fp32_layers=tuple(fp32_layers), dla_core=key.dla_core, profile=policy.profile,
             workspace_mb=self.settings.workspace_mb, optimization_level=self.settings.optimization_level,
             timing_cache=str(self.cache.timing_cache_path(key.platform)), output=str(self.cache.engine_path(key)))
 

@@ -2,7 +2,8 @@
 
 A model runs on TensorRT in the first precision of its ladder whose engine builds and matches ONNX
 Runtime FP32 on the golden inputs; failing that it drops a rung, and below the last rung it runs
-on the CPU. A policy with `cpu_reason` never tries TensorRT.
+on the CPU. The ladder follows from the TensorRT release and whether a calibration table ships
+(`engines.tensorrt_support.precisions`). A policy with `cpu_reason` never tries TensorRT.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ Feeds = dict[str, np.ndarray]
 @dataclass(frozen=True)
 class ModelPolicy:
     model: str  # store file, e.g. "face.onnx"
-    precisions: tuple[str, ...]  # e.g. ("int8", "fp16"); fp32 is always allowed by --precision
     profile: Profile
     min_cosine: float  # every output must match ONNX Runtime FP32 at least this closely
     deadline_ms: float  # slower than this, the call is answered on the CPU
@@ -30,6 +30,11 @@ class ModelPolicy:
     @property
     def name(self) -> str:
         return self.model.removesuffix(".onnx")
+
+    @property
+    def static(self) -> bool:
+        """Every input has one shape (min = opt = max): what the DLA needs."""
+        return all(low == opt == high for low, opt, high in self.profile.values())
 
 
 def _audio(seconds: float, seed: int) -> np.ndarray:
@@ -59,21 +64,26 @@ def _encoder_golden() -> Feeds:
     return {"input_values": _audio(2.0, 2)[None, :]}
 
 
+# The text encoder's contract: the dialogue embeds every example of a knowledge base at once, so its
+# wrapper splits work into batches of TEXT_BATCH sentences of at most TEXT_TOKENS tokens.
+TEXT_BATCH, TEXT_TOKENS = 16, 256
 MAX_AUDIO = 16000 * 16  # an utterance of at most 15 s plus the recogniser's padding
 
 POLICIES: dict[str, ModelPolicy] = {p.name: p for p in (
-    # FP16 only: INT8 missed its accuracy gate even with every convolution in FP32 (calibration/targets.py).
-    ModelPolicy("vad.onnx", ("fp16",), {"input": ((1, 576),) * 3, "state": ((2, 1, 128),) * 3},
+    ModelPolicy("vad.onnx", {"input": ((1, 576),) * 3, "state": ((2, 1, 128),) * 3},
                 min_cosine=0.99, deadline_ms=5, golden=_vad_golden),
-    ModelPolicy("face.onnx", ("int8", "fp16"), {"input": ((1, 3, 192, 192),) * 3},
+    ModelPolicy("face.onnx", {"input": ((1, 3, 192, 192),) * 3},
                 min_cosine=0.99, deadline_ms=30, golden=_face_golden),
-    ModelPolicy("text.onnx", ("int8", "fp16"),
-                {"input_ids": ((1, 1), (1, 16), (8, 128)), "attention_mask": ((1, 1), (1, 16), (8, 128))},
+    ModelPolicy("text.onnx",
+                {"input_ids": ((1, 1), (1, 16), (TEXT_BATCH, TEXT_TOKENS)),
+                 "attention_mask": ((1, 1), (1, 16), (TEXT_BATCH, TEXT_TOKENS))},
                 min_cosine=0.98, deadline_ms=30, golden=_text_golden),
-    ModelPolicy("asr-encoder.onnx", ("int8", "fp16"), {"input_values": ((1, 4000), (1, 64000), (1, MAX_AUDIO))},
+    ModelPolicy("asr-encoder.onnx", {"input_values": ((1, 4000), (1, 64000), (1, MAX_AUDIO))},
                 min_cosine=0.99, deadline_ms=300, golden=_encoder_golden),
-    ModelPolicy("asr-decoder.onnx", ("fp16",), {}, min_cosine=0.99, deadline_ms=50, golden=dict,
-                cpu_reason="merged decoder with an If on the KV cache: not yet profiled for TensorRT"),
-    ModelPolicy("tts.onnx", ("fp16",), {}, min_cosine=0.99, deadline_ms=600, golden=dict,
-                cpu_reason="its output length depends on the data (needs TensorRT's output allocator)"),
+    ModelPolicy("asr-decoder.onnx", {}, min_cosine=0.99, deadline_ms=50, golden=dict,
+                cpu_reason="the merged decoder branches on an input (use_cache_branch) and its KV-cache outputs "
+                           "change shape from step to step; TensorRT needs a decoder split into its two branches"),
+    ModelPolicy("tts.onnx", {}, min_cosine=0.99, deadline_ms=600, golden=dict,
+                cpu_reason="Piper's output length depends on the data (NonZero, a duration-driven length) and it "
+                           "samples noise (RandomNormalLike), so its output cannot be sized ahead or validated"),
 )}

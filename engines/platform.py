@@ -76,8 +76,11 @@ def probe_platform() -> Platform:
         version = ".".join(str(v) for v in cuda.get_version())
         driver = str(cuda.get_driver_version())
         major, minor = device.compute_capability()
-        builder = trt.Builder(trt.Logger(trt.Logger.ERROR))
+        # A Runtime, never a Builder: a Builder loads TensorRT's kernel library (about 1.4 GB on 8.6,
+        # NVIDIA/TensorRT#3359) and does not give it back, on a device whose CPU and GPU share memory.
+        # Builders live only in the build child (engines/trt_builder.py).
+        runtime = trt.Runtime(trt.Logger(trt.Logger.ERROR))
         return Platform(trt.__version__, version, driver, l4t_release(), device.name(), f"{major}.{minor}",
-                        int(builder.num_DLA_cores))
+                        int(runtime.num_DLA_cores))
     except Exception as exc:  # CUDA raises its own error types
         return Platform(tensorrt=trt.__version__, l4t=l4t_release(), problem=f"no usable CUDA GPU ({exc})")

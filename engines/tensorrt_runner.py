@@ -1,9 +1,13 @@
 """A TensorRT engine behind the Runner seam, on PyCUDA.
 
-The runner owns a CUDA context (never pycuda.autoinit, which binds one thread) and pushes it for
-each call, a stream, and page-locked host and device buffers sized once for the largest shapes of
-the optimization profile. Each inference: set input shapes, copy in asynchronously, set tensor
-addresses, `execute_async_v3`, copy out, one synchronize. Every TensorRT call's result is checked.
+Every runner shares the device's primary context (`retain_primary_context`, the one the CUDA runtime
+and TensorRT use; never pycuda.autoinit, which binds one thread, and never a context per model, whose
+kernels would take turns and which costs memory) and pushes it for each call. It owns a stream and
+page-locked host and device buffers sized once for the largest shapes of the optimization profile.
+Each inference: set input shapes, copy in asynchronously, set tensor addresses, `execute_async_v3`,
+copy out, one synchronize. Every TensorRT call's result is checked. PyCUDA releases a context only
+from the thread that retained it, and a stream only while its context is current, so `release` runs
+on the activating thread (the fallback runner's worker) and frees everything before the pop.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 
 from engines.errors import RunnerError
 from engines.runner import Feeds, Runner
+from engines.trt_builder import register_plugins
 
 
 class TensorRTRunner(Runner):
@@ -27,6 +32,7 @@ class TensorRTRunner(Runner):
         self.precision = precision
         self._lock = threading.Lock()
         self._io: dict[str, dict] = {}
+        self._stream = self._execution = self._engine = None
 
     @property
     def backend(self) -> str:
@@ -42,17 +48,21 @@ class TensorRTRunner(Runner):
         cuda = importlib.import_module("pycuda.driver")
         cuda.init()
         self._cuda = cuda
-        self._context = cuda.Device(0).make_context()
+        self._context = cuda.Device(0).retain_primary_context()
+        self._context.push()
         try:
             self._load(trt)
         except BaseException:
+            self._free()
             self._context.pop()
             self._context.detach()
             raise
         self._context.pop()
 
     def _load(self, trt) -> None:
-        runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
+        logger = trt.Logger(trt.Logger.WARNING)
+        register_plugins(trt, logger)
+        runtime = trt.Runtime(logger)
         if self.dla_core is not None:
             runtime.DLA_core = self.dla_core
         self._engine = runtime.deserialize_cuda_engine(self.engine_path.read_bytes())
@@ -136,11 +146,14 @@ class TensorRTRunner(Runner):
     def _release(self) -> None:
         self._context.push()
         try:
-            for io in self._io.values():
-                io["device"].free()
-            self._io = {}
-            self._execution = None
-            self._engine = None
+            self._free()
         finally:
             self._context.pop()
             self._context.detach()
+
+    def _free(self) -> None:
+        """Device buffers, the stream, the execution context and the engine, while the context is current."""
+        for io in self._io.values():
+            io["device"].free()
+        self._io = {}
+        self._stream = self._execution = self._engine = None

@@ -2,9 +2,10 @@
 
 The build runs in its own process (spawned, never forked from the threaded daemon) with a capped
 workspace and a timeout, so an out-of-memory kill or a crash inside the builder ends only the
-child; the parent reports why and the model stays on the CPU. Calls follow NVIDIA's Python API for
-8.6, 10.x and 11.x (shared/TENSORRT_API.md): flags by name with getattr guards, every return value
-checked, the calibrator serving the cache only.
+child; the parent reports why and the model stays on the CPU. Calls follow NVIDIA's Python bindings of
+8.6, 10.x and 11.x (NVIDIA/TensorRT python/src at v8.6.1, v10.3.0, v10.16, v11.1; every name used here
+is checked against the real bindings by tests/test_tensorrt_bindings.py): flags by name, every return
+value checked, the calibrator serving the cache only. docs/tensorrt.md explains the choices.
 """
 
 from __future__ import annotations
@@ -32,13 +33,13 @@ class BuildRequest:
     onnx_path: str  # the plain model, or its Q/DQ version for explicit quantization
     precision: str  # int8 | fp16 | fp32
     calibration_cache: bytes | None  # implicit INT8 (TensorRT 8.6 and 10.x)
-    calibration_header: str | None  # what the cache's first line must be for the running TensorRT
     dla_core: int | None
     profile: dict  # input -> (min, opt, max) shapes
     workspace_mb: int
     optimization_level: int
     timing_cache: str | None
     output: str  # where the child writes the serialized engine
+    fp32_layers: tuple[str, ...] = ()  # ONNX nodes the table keeps out of INT8 (implicit INT8)
 
 
 Report = Callable[[str], None]
@@ -101,20 +102,23 @@ def build_engine(request: BuildRequest, report: Report) -> None:
     trt = importlib.import_module("tensorrt")
     major = int(trt.__version__.split(".")[0])
     logger = trt.Logger(trt.Logger.WARNING)
+    register_plugins(trt, logger)
     builder = trt.Builder(logger)
     network = builder.create_network(_network_flags(trt, major))
     parser = trt.OnnxParser(network, logger)
+    _parser_flags(trt, parser)
     report(f"{request.model}: parsing ONNX")
     if not parser.parse_from_file(request.onnx_path):
         errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
         raise EngineBuildError(f"TensorRT's ONNX parser rejected {request.model}: {errors or 'no detail'}")
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, request.workspace_mb << 20)
-    if hasattr(config, "builder_optimization_level"):
-        config.builder_optimization_level = request.optimization_level
+    config.builder_optimization_level = request.optimization_level
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     profile = _profile(trt, builder, config, request)
-    _precision(trt, major, config, request, profile)
+    calibrator = _precision(trt, major, config, request, profile)
+    if request.fp32_layers and major < 11:
+        _keep_in_fp32(trt, network, config, request, report)
     if request.dla_core is not None:
         config.default_device_type = trt.DeviceType.DLA
         config.DLA_core = request.dla_core
@@ -122,16 +126,40 @@ def build_engine(request: BuildRequest, report: Report) -> None:
     timing = _load_timing_cache(config, request.timing_cache)
     report(f"{request.model}: building {request.precision} engine (minutes on first boot)")
     serialized = builder.build_serialized_network(network, config)
+    if calibrator is not None and calibrator.asked_for_data:
+        # TensorRT skips a cache whose header is not its own version and algorithm, then tries to
+        # calibrate: the only word the running library gives on the header is that it asks for data.
+        header = request.calibration_cache.split(b"\n", 1)[0].decode()
+        raise EngineBuildError(f"TensorRT {trt.__version__} ignored the calibration cache for {request.model} (header "
+                               f"{header!r} is not its own) and asked for calibration data; re-render the table for "
+                               "this TensorRT (see docs/tensorrt.md)")
     if serialized is None:
         raise EngineBuildError(
             f"TensorRT could not build {request.model} in {request.precision}: likely causes: 1) out of "
-            "workspace memory (\"Could not find any implementation\"), 2) a layer unsupported in this precision, "
-            "3) a calibration cache TensorRT ignored; see the TensorRT log lines above")
+            "workspace memory (\"Could not find any implementation\"), 2) a layer unsupported in this precision; "
+            "see the TensorRT log lines above")
     if timing is not None and request.timing_cache:
         with file_lock(Path(request.timing_cache + ".lock")):
             write_atomic(Path(request.timing_cache), bytes(memoryview(config.get_timing_cache().serialize())))
     write_atomic(Path(request.output), bytes(memoryview(serialized)))
     report(f"{request.model}: engine built")
+
+
+def register_plugins(trt, logger) -> None:
+    """Register TensorRT's plugin library in this process, before parsing or deserializing: 8.6's
+    parser may put plugins into an engine, and `deserialize_cuda_engine` returns None for an engine
+    whose plugins are not registered (NVIDIA's samples and Polygraphy call this first)."""
+    if not trt.init_libnvinfer_plugins(logger, ""):
+        raise EngineBuildError("TensorRT's plugin library (libnvinfer_plugin) could not be initialized; "
+                               "reinstall JetPack's TensorRT packages")
+
+
+def _parser_flags(trt, parser) -> None:
+    """Import InstanceNormalization natively rather than as the InstanceNormalization_TRT plugin
+    (the default on 8.6; 10.x imports natively already)."""
+    flags = getattr(trt, "OnnxParserFlag", None)
+    if flags is not None and hasattr(flags, "NATIVE_INSTANCENORM"):
+        parser.set_flag(flags.NATIVE_INSTANCENORM)
 
 
 def _network_flags(trt, major: int) -> int:
@@ -147,39 +175,56 @@ def _profile(trt, builder, config, request: BuildRequest):
         return None
     profile = builder.create_optimization_profile()
     for name, (low, opt, high) in request.profile.items():
-        try:
+        try:  # the bindings raise RuntimeError (PY_ASSERT_RUNTIME_ERROR in pyCore.cpp)
             profile.set_shape(name, tuple(low), tuple(opt), tuple(high))
-        except ValueError as exc:
+        except (RuntimeError, ValueError) as exc:
             raise EngineBuildError(f"{request.model}: shape profile of {name} {low}/{opt}/{high} is inconsistent: {exc}") from None
     if config.add_optimization_profile(profile) < 0:
         raise EngineBuildError(f"{request.model}: TensorRT refused the shape profile {request.profile}")
     return profile
 
 
-def _precision(trt, major: int, config, request: BuildRequest, profile) -> None:
-    if request.precision == "fp32":
-        return
+def _precision(trt, major: int, config, request: BuildRequest, profile):
+    """Precision flags (8.6/10.x) and the cache-only calibrator for implicit INT8; returns it."""
     if major >= 11:
-        # Strongly typed: no precision flags exist; INT8 comes only from Q/DQ nodes in the model.
+        # Strongly typed: no precision flags exist; INT8 comes only from Q/DQ nodes in the model,
+        # FP16 only from an FP16 model, and a plain model builds in FP32.
         if request.precision == "fp16":
             raise EngineBuildError("TensorRT 11 is strongly typed: FP16 needs an FP16 ONNX model, which this build does not make")
-        return
+        return None
+    if request.precision == "fp32":
+        return None
     config.set_flag(trt.BuilderFlag.FP16)  # layers left out of INT8 run in FP16, not FP32
     if request.precision != "int8":
-        return
+        return None
     config.set_flag(trt.BuilderFlag.INT8)
     if request.calibration_cache is None:
-        return  # explicit quantization: the Q/DQ model carries the scales
-    header = request.calibration_cache.split(b"\n", 1)[0].decode()
-    if header != request.calibration_header:
-        # TensorRT would silently skip the cache and try to calibrate without data.
-        raise EngineBuildError(f"the calibration cache for {request.model} says {header!r}, TensorRT {trt.__version__} "
-                               f"expects {request.calibration_header!r}; it must be rendered for this TensorRT")
+        return None  # explicit quantization: the Q/DQ model carries the scales
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # deprecated in 10.1, still the way on 10.3
-        config.int8_calibrator = cache_only_calibrator(trt, request.calibration_cache)
-        if profile is not None and hasattr(config, "set_calibration_profile"):
+        warnings.simplefilter("ignore", DeprecationWarning)  # deprecated in 10.1, still the way on 10.x
+        calibrator = cache_only_calibrator(trt, request.calibration_cache)
+        config.int8_calibrator = calibrator
+        if profile is not None:
             config.set_calibration_profile(profile)
+    return calibrator
+
+
+def _keep_in_fp32(trt, network, config, request: BuildRequest, report: Report) -> None:
+    """Layers the table keeps out of INT8 run in FP32, and the builder must obey it: without scales
+    alone TensorRT may still fuse them into INT8 neighbours (TensorRT developer guide, "Layer-Level
+    Control of Precision": a layer precision is a preference unless OBEY_PRECISION_CONSTRAINTS)."""
+    wanted, found = set(request.fp32_layers), set()
+    for index in range(network.num_layers):
+        layer = network.get_layer(index)
+        if layer.name in wanted:
+            layer.precision = trt.float32
+            for output in range(layer.num_outputs):
+                layer.set_output_type(output, trt.float32)
+            found.add(layer.name)
+    if wanted - found:
+        report(f"{request.model}: no TensorRT layer named {', '.join(sorted(wanted - found))}; those stay out of "
+               "INT8 by their missing scales only")
+    config.set_flag(trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
 
 
 def cache_only_calibrator(trt, cache: bytes):
@@ -192,11 +237,13 @@ def cache_only_calibrator(trt, cache: bytes):
     class CacheOnlyCalibrator(base):
         def __init__(self) -> None:
             base.__init__(self)
+            self.asked_for_data = False
 
         def get_batch_size(self) -> int:
             return 1
 
         def get_batch(self, names):
+            self.asked_for_data = True  # TensorRT did not take the cache
             return None
 
         def read_calibration_cache(self):

@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from calibration.table import CalibrationTable, write_table
+from engines.calibration_table import CalibrationTable, write_table
 from engines.model_policy import POLICIES
 from engines.store.model_store import ModelStore
 

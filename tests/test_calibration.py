@@ -8,8 +8,8 @@ import pytest
 
 from calibration import TABLES_DIR
 from calibration.calibrate import check
-from calibration.qdq import make_qdq_model
-from calibration.table import read_table
+from engines.qdq_model import make_qdq_model
+from engines.calibration_table import read_table
 from calibration.targets import TARGETS
 from tests.conftest import run_cli
 

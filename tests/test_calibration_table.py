@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from calibration.table import (CalibrationTable, CalibrationTableError, parse_trt_cache, read_table,
+from engines.calibration_table import (CalibrationTable, CalibrationTableError, parse_trt_cache, read_table,
                                render_trt_cache, table_from_trt_cache, trt_version_number, write_table)
 
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from calibration import TABLES_DIR
+from engines import tensorrt_support
 from engines.engine_manager import EngineManager
+from engines.errors import InputError
 from engines.model_policy import POLICIES
+from engines.platform import probe_platform
 from engines.store.model_store import state_home
 
 from device.commands.context import print_json, settings_of, store_of
@@ -24,17 +28,21 @@ def register(commands: argparse._SubParsersAction) -> None:
     listing = actions.add_parser("list", help="each model's engine, key, precision and status")
     listing.add_argument("--json", action="store_true", help="print JSON")
     listing.set_defaults(run=_list)
+    plan = actions.add_parser("plan", help="what a TensorRT release would build for each model, and why (no GPU needed)")
+    plan.add_argument("--tensorrt", choices=list(tensorrt_support.RELEASES),
+                      help="the TensorRT release (default: the installed one)")
+    plan.add_argument("--dla", action="store_true", help="plan for the DLA ([engines] dla_core 0 or 1)")
+    plan.add_argument("--json", action="store_true", help="print JSON")
+    plan.set_defaults(run=_plan)
 
 
 def manager_of(args: argparse.Namespace) -> EngineManager:
-    return EngineManager(store_of(args), state_home() / "engines", settings_of(args).engines)
+    return EngineManager(store_of(args), state_home() / "engines", settings_of(args).engines, TABLES_DIR)
 
 
 def _build(args: argparse.Namespace) -> int:
     unknown = sorted(set(args.models) - set(POLICIES))
     if unknown:
-        from engines.errors import InputError
-
         raise InputError(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(POLICIES)}")
     manager = manager_of(args)
     if manager.unavailable:
@@ -72,4 +80,30 @@ def _list(args: argparse.Namespace) -> int:
         for r in mine:
             detail = f"cosine {r['validation'].get('worst_cosine')}" if r["status"] == "valid" else r["reason"]
             print(f"  {name:<12} {r['precision']:<5} {r['status']:<6} {r['key']}  {detail}")
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from engines.plan import plan
+
+    if args.tensorrt:
+        version = tensorrt_support.RELEASES[args.tensorrt]
+    else:
+        version = probe_platform().tensorrt
+        if version is None:
+            raise InputError(f"TensorRT is not installed here; name a release: --tensorrt {'|'.join(tensorrt_support.RELEASES)}")
+    plans = plan(store_of(args), TABLES_DIR, version, dla=args.dla or settings_of(args).engines.dla_core >= 0)
+    if args.json:
+        print_json({"tensorrt": version, "models": [p.as_dict() for p in plans]})
+        return 0
+    print(f"TensorRT {version} (operators: onnx-tensorrt {tensorrt_support.operator_table(version)} table)")
+    for p in plans:
+        ladder = " -> ".join(r.precision + (" (refused)" if r.refused else "") for r in p.rungs) or "-"
+        print(f"  {p.model:<12} runs on {p.runs_on:<16} ladder {ladder}")
+        if p.reason:
+            print(f"  {'':<12} why: {p.reason}")
+        if p.dla != "yes" and p.rungs and (args.dla or settings_of(args).engines.dla_core >= 0):
+            print(f"  {'':<12} DLA: {p.dla}")
+        for note in p.notes:
+            print(f"  {'':<12} note: {note}")
     return 0

@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 from typing import Callable
 
+from calibration import TABLES_DIR
 from engines.engine_manager import EngineManager
 from engines.store.model_store import ModelStore, state_home
 
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def make_engines(settings: Settings, store: ModelStore, report: Callable[[str], None] = log.info) -> EngineManager | None:
     """The engine manager, or None (with one log line saying why) when every model runs on the CPU."""
-    manager = EngineManager(store, state_home() / "engines", settings.engines, report=report)
+    manager = EngineManager(store, state_home() / "engines", settings.engines, TABLES_DIR, report=report)
     if manager.unavailable:
         log.warning("all models run on the CPU (ONNX Runtime): %s", manager.unavailable)
         return None

@@ -7,9 +7,8 @@ from typing import Sequence
 
 import numpy as np
 
+from engines.model_policy import TEXT_BATCH, TEXT_TOKENS
 from engines.runner import Runner
-
-MAX_TOKENS = 256  # the sentence-transformers max_seq_length of this model
 
 
 class TextEncoder:
@@ -18,14 +17,18 @@ class TextEncoder:
 
         self.runner = runner
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        self.tokenizer.enable_truncation(MAX_TOKENS)
+        self.tokenizer.enable_truncation(TEXT_TOKENS)  # the model's own max_seq_length too
         self.tokenizer.enable_padding()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit-length embeddings, one row per text."""
+        """Unit-length embeddings, one row per text, in batches the engine's profile allows."""
         if not texts:
             return np.zeros((0, 384), np.float32)
-        encoded = self.tokenizer.encode_batch(list(texts))
+        texts = list(texts)
+        return np.concatenate([self._embed(texts[i:i + TEXT_BATCH]) for i in range(0, len(texts), TEXT_BATCH)])
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        encoded = self.tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], np.int64)
         mask = np.array([e.attention_mask for e in encoded], np.int64)
         return self.runner.infer({"input_ids": ids, "attention_mask": mask})["sentence_embedding"]

@@ -17,7 +17,7 @@ from engines.platform import probe_platform
 from engines.store.model_store import state_home, verify_entry
 
 from calibration import TABLES_DIR
-from calibration.table import read_table
+from engines.calibration_table import read_table
 from device.commands.context import settings_of, store_of
 from device.service.status_socket import read_status
 

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 VAD_SAMPLE_RATE = 16000
+VAD_SHAPES = {"input": (1, 576), "state": (2, 1, 128)}  # one 32 ms frame and 64 samples of context
 FACE_OPSET = 13  # TensorRT and the Q/DQ tools want opset >= 13; tflite2onnx writes 11
 
 
@@ -24,9 +25,15 @@ def _copy(members: list[Path], dest: Path) -> None:
 
 
 def _vad_fixed_rate(members: list[Path], dest: Path) -> None:
-    """Silero VAD branches on its `sr` input; fixing it at 16 kHz lets the optimizer inline the
-    16 kHz branch, which TensorRT (and INT8 calibration) can then see as one plain graph."""
+    """Silero VAD branches on its `sr` input, and its decoder on the rank of a tensor measured with
+    a dynamic `Shape`. TensorRT refuses an `If` whose branches give outputs of different ranks unless
+    its condition is a build-time constant (onnx-tensorrt's operator table: "the two conditional
+    branches must have the same rank"). The VAD always sees one 576-sample window and a 2x1x128
+    state, so: fix `sr` at 16 kHz, freeze the input shapes, replace each `Shape` by its (now
+    constant) value, and let the optimizer fold the `Equal` and inline the `If`. Outputs stay
+    bit-identical (tests/test_conversions.py)."""
     import onnx
+    import onnxruntime as ort
     import onnxscript.optimizer
     from onnx import numpy_helper
 
@@ -35,7 +42,28 @@ def _vad_fixed_rate(members: list[Path], dest: Path) -> None:
     del model.graph.input[:]
     model.graph.input.extend(kept)
     model.graph.initializer.append(numpy_helper.from_array(np.array(VAD_SAMPLE_RATE, np.int64), "sr"))
-    onnx.save(onnxscript.optimizer.optimize(model), str(dest))
+    for value in model.graph.input:
+        for dim, size in zip(value.type.tensor_type.shape.dim, VAD_SHAPES[value.name]):
+            dim.Clear()
+            dim.dim_value = size
+    model = onnxscript.optimizer.optimize(model)
+    shapes = [n for n in model.graph.node if n.op_type == "Shape"]
+    if shapes:
+        probe = onnx.ModelProto()
+        probe.CopyFrom(model)
+        probe.graph.output.extend(onnx.helper.make_tensor_value_info(n.output[0], onnx.TensorProto.INT64, None) for n in shapes)
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        feeds = {name: np.zeros(shape, np.float32) for name, shape in VAD_SHAPES.items()}
+        for node, value in zip(shapes, session.run([n.output[0] for n in shapes], feeds)):
+            model.graph.node.remove(node)
+            model.graph.initializer.append(numpy_helper.from_array(value, node.output[0]))
+        model = onnxscript.optimizer.optimize(model)
+    left = sorted({n.op_type for n in model.graph.node} & {"If", "Shape", "Equal"})
+    if left:
+        raise ValueError(f"the VAD still has {', '.join(left)} after freezing its shapes")
+    onnx.save(model, str(dest))
 
 
 def _ort(members: list[Path], dest: Path) -> None:

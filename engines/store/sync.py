@@ -23,7 +23,7 @@ from engines.store.model_store import StoreEntry, read_manifest, verify_entry, w
 from engines.store.pins import STORE_FILES, WHEELS, StoreFile, WheelPin
 from engines.store.recipes import RECIPES
 
-RECIPES_REVISION = 4  # bump when a recipe's output changes, so stores are re-converted
+RECIPES_REVISION = 5  # bump when a recipe's output changes, so stores are re-converted
 Report = Callable[[str], None]
 
 

@@ -1,5 +1,11 @@
 """Simulated pycuda.driver: contexts that must be current in the calling thread, device memory
-as host bytes addressed by integers, streams, and asynchronous copies (done at once)."""
+as host bytes addressed by integers, streams, and asynchronous copies (done at once).
+
+As PyCUDA's own source behaves (src/cpp/cuda.hpp, `context::detach` and `stream::~stream`):
+`Device.retain_primary_context()` returns the device's primary context (not made current);
+`detach()` releases a context only from the thread that created or retained it (from another
+thread PyCUDA assumes the context is gone and frees nothing: counted in `LEAKED`); a stream
+destroyed while no context is current cannot be freed, and PyCUDA warns (kept in `WARNINGS`)."""
 
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ _initialized = False
 _memory: dict[int, bytearray] = {}
 _addresses = itertools.count(0x7F0000000000, 0x100000)
 _current = threading.local()
+LEAKED: list[str] = []  # contexts whose detach came from another thread
+WARNINGS: list[str] = []  # clean-up failures PyCUDA would print
 
 
 def init(flags: int = 0) -> None:
@@ -54,9 +62,11 @@ def _require_context() -> None:
 
 
 class Context:
-    def __init__(self, device: "Device") -> None:
+    def __init__(self, device: "Device", primary: bool = False) -> None:
         self.device = device
+        self.primary = primary
         self.detached = False
+        self.thread = threading.get_ident()
 
     def push(self) -> None:
         if self.detached:
@@ -70,6 +80,9 @@ class Context:
         _stack().pop()
 
     def detach(self) -> None:
+        if self.thread != threading.get_ident():
+            LEAKED.append(f"{'primary ' if self.primary else ''}context detached from another thread")
+            return
         self.detached = True
 
 
@@ -95,6 +108,9 @@ class Device:
         context = Context(self)
         context.push()
         return context
+
+    def retain_primary_context(self) -> Context:
+        return Context(self, primary=True)
 
 
 class DeviceAllocation:
@@ -124,6 +140,10 @@ class Stream:
     def __init__(self) -> None:
         _require_context()
         self.handle = next(_addresses)
+
+    def __del__(self) -> None:
+        if not _stack():
+            WARNINGS.append("PyCUDA WARNING: a clean-up operation failed (dead context maybe?) cuStreamDestroy failed: invalid device context")
 
     def synchronize(self) -> None:
         _require_context()

@@ -1,14 +1,25 @@
-"""A simulator of NVIDIA TensorRT's Python API (8.6, 10.3, 11.x) for tests on machines without a GPU.
+"""A simulator of NVIDIA TensorRT's Python API (8.6, 10.3, 10.16, 11.4) for tests on machines without a GPU.
 
-It follows shared/TENSORRT_API.md call by call: what exists in each version (INT8/FP16 flags and
-calibrator classes are gone in 11.x, EXPLICIT_BATCH too, and flag bits differ), what each call
-returns on failure (None, False, -1, or an exception where NVIDIA's bindings raise), the
-calibrator protocol (exceptions inside callbacks are printed and swallowed; a cache whose header
-does not match the running version and algorithm is ignored, and calibration without data fails
-the build; tensors missing from the cache stay in higher precision), engines tagged with the
-TensorRT version and GPU that built them, and name-based execution. Outputs are computed with ONNX
-Runtime from the ONNX model embedded in the "engine"; INT8 adds a bounded error so validation has
-something to measure.
+Grounded in NVIDIA's own files, not in our reading of them:
+- names: every public name the simulator defines must exist in that release's real bindings
+  (tests/trt_sim/ground/bindings.py reads them from the bindings wheels on PyPI, and from NVIDIA's
+  v8.6.1 sources for 8.6); every name the product uses through it is recorded (`SIM.used`), and
+  tests/test_tensorrt_bindings.py checks both sets against the real names of each release;
+- the ONNX parser accepts only what onnx-tensorrt's operator table of that release lists
+  (engines/data/onnx-tensorrt-operators.json) and enforces its documented rules: equal-rank `If`
+  branches unless the condition is a build-time constant, DequantizeLinear input types, the 8.6
+  InstanceNormalization plugin (unless OnnxParserFlag.NATIVE_INSTANCENORM) that must be registered
+  (`init_libnvinfer_plugins`) before an engine holding it deserializes, profiles covering dynamic
+  inputs, the DLA's static shapes (and no DLA on 11.x before 11.4.1);
+- the calibration-cache header number is NV_TENSORRT_VERSION of NvInferVersion.h/NvInferRuntimeBase.h
+  at each tag (8.6.1: major*1000 + minor*100 + patch; 10.x and 11.x: major*10000 + minor*100 + patch);
+  a cache with another header is skipped and TensorRT asks the calibrator for data;
+- exceptions as the bindings raise them: `IOptimizationProfile.set_shape` raises RuntimeError
+  (PY_ASSERT_RUNTIME_ERROR in pyCore.cpp); a layer precision is obeyed only with
+  OBEY_PRECISION_CONSTRAINTS, otherwise a scale-free layer between INT8 layers is fused into INT8;
+  a Builder holds its kernel library for the life of the process (NVIDIA/TensorRT#3359).
+Outputs are computed with ONNX Runtime from the ONNX model embedded in the "engine"; INT8 adds a
+bounded error so validation has something to measure.
 
 Chosen by environment (inherited by the builder's child process): TRT_SIM_VERSION (default
 10.3.0), TRT_SIM_GPU, TRT_SIM_CRASH=build (SIGKILL inside build_serialized_network, as the OOM
@@ -26,12 +37,16 @@ import struct
 import sys
 import threading
 import time
+import types
 import warnings
+from pathlib import Path
 
 import numpy as np
 
 __version__ = os.environ.get("TRT_SIM_VERSION", "10.3.0")
 MAJOR = int(__version__.split(".")[0])
+_VERSION = tuple(int(p) for p in (__version__.split(".") + ["0", "0"])[:3])
+_OPERATORS = Path(__file__).resolve().parents[3] / "engines" / "data" / "onnx-tensorrt-operators.json"
 GPU = os.environ.get("TRT_SIM_GPU", "Orin (nvgpu)")
 MAGIC = b"TRTSIM\x00\x01"
 
@@ -47,14 +62,48 @@ class _Faults:
         self.execute_raises = False
         self.execute_delay_s = 0.0
         self.builds = 0
+        self.builders = 0  # Builders created in this process (each holds its kernel library)
+        self.used: set[str] = set()  # public names the product touched
 
 
 SIM = _Faults()
+_PLUGINS_REGISTERED = False
+
+
+def _record(name: str) -> None:
+    """Note a public name used from outside the simulator."""
+    if not name.startswith("_") and not sys._getframe(2).f_globals.get("__name__", "").startswith(("tensorrt", "pycuda")):
+        SIM.used.add(name)
+
+
+class _ApiMeta(type):
+    def __getattribute__(cls, name):
+        _record(name)
+        return super().__getattribute__(name)
+
+
+class _Api(metaclass=_ApiMeta):
+    """Base of every simulated class: records the public names used on it (not the names the
+    product's own subclasses, such as its calibrator, define)."""
+
+    def __getattribute__(self, name):
+        own = type(self).__module__ != __name__ and (
+            name in object.__getattribute__(self, "__dict__")
+            or any(name in vars(k) for k in type(self).__mro__ if k.__module__ != __name__))
+        if not own:
+            _record(name)
+        return super().__getattribute__(name)
+
+
+class _RecordingModule(types.ModuleType):
+    def __getattribute__(self, name):
+        _record(name)
+        return super().__getattribute__(name)
 
 
 # --- logging -------------------------------------------------------------------------------------
 
-class ILogger:
+class ILogger(_Api):
     class Severity:
         INTERNAL_ERROR, ERROR, WARNING, INFO, VERBOSE = range(5)
 
@@ -96,7 +145,7 @@ class _Enum(int):
 
 def _enum(class_name: str, names: dict[str, int]):
     members = {k: _Enum(v, f"{class_name}.{k}") for k, v in names.items()}
-    return type(class_name, (), members)
+    return _ApiMeta(class_name, (), members)
 
 
 if MAJOR >= 11:
@@ -104,14 +153,19 @@ if MAJOR >= 11:
     BuilderFlag = _enum("BuilderFlag", {"DEBUG": 0, "GPU_FALLBACK": 1, "REFIT": 2, "DISABLE_TIMING_CACHE": 3})
 else:
     NetworkDefinitionCreationFlag = _enum("NetworkDefinitionCreationFlag", {"EXPLICIT_BATCH": 0, "STRONGLY_TYPED": 1} if MAJOR >= 10 else {"EXPLICIT_BATCH": 0, "EXPLICIT_PRECISION": 1})
-    BuilderFlag = _enum("BuilderFlag", {"FP16": 0, "INT8": 1, "DEBUG": 2, "GPU_FALLBACK": 3, "REFIT": 5})
+    BuilderFlag = _enum("BuilderFlag", {"FP16": 0, "INT8": 1, "DEBUG": 2, "GPU_FALLBACK": 3, "REFIT": 5,
+                                        "OBEY_PRECISION_CONSTRAINTS": 11})
+OnnxParserFlag = _enum("OnnxParserFlag", {"NATIVE_INSTANCENORM": 0})
 
 MemoryPoolType = _enum("MemoryPoolType", {"WORKSPACE": 0, "DLA_MANAGED_SRAM": 1})
 ProfilingVerbosity = _enum("ProfilingVerbosity", {"LAYER_NAMES_ONLY": 0, "NONE": 1, "DETAILED": 2})
 DeviceType = _enum("DeviceType", {"GPU": 0, "DLA": 1})
 TensorIOMode = _enum("TensorIOMode", {"NONE": 0, "INPUT": 1, "OUTPUT": 2})
 LayerInformationFormat = _enum("LayerInformationFormat", {"ONELINE": 0, "JSON": 1})
-DataType = _enum("DataType", {"FLOAT": 0, "HALF": 1, "INT8": 2, "INT32": 3, "BOOL": 4, "UINT8": 5, "INT64": 8})
+DataType = _enum("DataType", {"FLOAT": 0, "HALF": 1, "INT8": 2, "INT32": 3, "BOOL": 4, "UINT8": 5,
+                              **({"INT64": 8} if MAJOR >= 10 else {})})  # 8.6 has no INT64
+
+float32, float16, int8, int32 = DataType.FLOAT, DataType.HALF, DataType.INT8, DataType.INT32
 
 _NUMPY = {int(DataType.FLOAT): np.float32, int(DataType.HALF): np.float16, int(DataType.INT8): np.int8,
           int(DataType.INT32): np.int32, int(DataType.BOOL): np.bool_, int(DataType.UINT8): np.uint8}
@@ -130,6 +184,13 @@ def volume(shape) -> int:
     return int(np.prod(list(shape))) if len(shape) else 1
 
 
+def init_libnvinfer_plugins(logger, namespace) -> bool:
+    """Registers TensorRT's plugins (InstanceNormalization_TRT among them) in this process."""
+    global _PLUGINS_REGISTERED
+    _PLUGINS_REGISTERED = True
+    return True
+
+
 class IHostMemory(bytes):
     """Serialized data; supports the buffer protocol like NVIDIA's IHostMemory."""
 
@@ -141,17 +202,17 @@ class IHostMemory(bytes):
 # --- calibrators (8.6 and 10.x only) --------------------------------------------------------------
 
 if MAJOR < 11:
-    class IInt8Calibrator:
-        ALGORITHM = ""
+    class IInt8Calibrator(_Api):
+        _ALGORITHM = ""
 
         def __init__(self) -> None:
             self._sim_base_initialized = True
 
     class IInt8EntropyCalibrator2(IInt8Calibrator):
-        ALGORITHM = "EntropyCalibration2"
+        _ALGORITHM = "EntropyCalibration2"
 
     class IInt8MinMaxCalibrator(IInt8Calibrator):
-        ALGORITHM = "MinMaxCalibration"
+        _ALGORITHM = "MinMaxCalibration"
 
 
 def _callback(logger, calibrator, method: str, *args):
@@ -164,18 +225,44 @@ def _callback(logger, calibrator, method: str, *args):
 
 
 def cache_version_number() -> int:
-    major, minor, patch = (int(p) for p in (__version__.split(".") + ["0", "0"])[:3])
-    return major * (10000 if major >= 10 else 1000) + minor * 100 + patch
+    """NV_TENSORRT_VERSION, which TensorRT writes into a calibration cache's header: 8.6.1's
+    kNV_TENSORRT_VERSION_IMPL = major * 1000 + minor * 100 + patch (NvInferRuntimeBase.h, v8.6.1);
+    from 10.0 NV_TENSORRT_VERSION_INT = major * 10000 + minor * 100 + patch (NvInferVersion.h, v10.3.0,
+    v10.16, v11.1)."""
+    major, minor, patch = _VERSION
+    return major * 1000 + minor * 100 + patch if major < 10 else major * 10000 + minor * 100 + patch
 
 
 # --- network, parser, profiles, config ------------------------------------------------------------
 
-class ITensor:
+class ITensor(_Api):
     def __init__(self, name, shape, dtype) -> None:
         self.name, self.shape, self.dtype = name, tuple(shape), dtype
 
 
-class INetworkDefinition:
+class ILayer(_Api):
+    """A layer named after its ONNX node, as onnx-tensorrt names them."""
+
+    def __init__(self, name: str, op_type: str, outputs: int) -> None:
+        self.name, self._op, self.num_outputs = name, op_type, outputs
+        self._precision_set = False
+        self._precision = DataType.FLOAT
+
+    if MAJOR < 11:  # strongly typed 11.x has no layer precisions
+        @property
+        def precision(self):
+            return self._precision
+
+        @precision.setter
+        def precision(self, dtype) -> None:
+            self._precision, self._precision_set = dtype, True
+
+        def set_output_type(self, index: int, dtype) -> None:
+            if not 0 <= index < self.num_outputs:
+                raise IndexError(index)
+
+
+class INetworkDefinition(_Api):
     def __init__(self, flags: int) -> None:
         self.flags = flags
         self.implicit_batch = MAJOR < 10 and not flags & (1 << int(NetworkDefinitionCreationFlag.EXPLICIT_BATCH))
@@ -185,6 +272,9 @@ class INetworkDefinition:
         self.tensor_names: set[str] = set()
         self.has_qdq = False
         self.op_types: list[str] = []
+        self._layers: list[ILayer] = []
+        self._plugins: list[str] = []
+        self._node_io: dict[str, tuple[list[str], list[str]]] = {}
 
     @property
     def num_inputs(self) -> int:
@@ -196,13 +286,16 @@ class INetworkDefinition:
 
     @property
     def num_layers(self) -> int:
-        return len(self.op_types)
+        return len(self._layers)
+
+    def get_layer(self, index: int) -> ILayer:
+        return self._layers[index]
 
     def get_input(self, i) -> ITensor:
         return self.inputs[i]
 
 
-class ParserError:
+class ParserError(_Api):
     def __init__(self, desc: str) -> None:
         self._desc = desc
 
@@ -214,12 +307,26 @@ class ParserError:
 
 
 _ONNX_TO_TRT = {1: DataType.FLOAT, 10: DataType.HALF, 3: DataType.INT8, 6: DataType.INT32, 9: DataType.BOOL,
-                2: DataType.UINT8, 7: DataType.INT64}
+                2: DataType.UINT8, 7: DataType.INT64 if MAJOR >= 10 else DataType.INT32}
 
 
-class OnnxParser:
+def _operator_table() -> dict:
+    """onnx-tensorrt's operator table for this release (the nearest one checked in)."""
+    release = "8.6-GA" if MAJOR < 10 else "10.1-GA"
+    return json.loads(_OPERATORS.read_text())["releases"][release]["ops"]
+
+
+_ONNX_TYPE_NAMES = {1: "FP32", 10: "FP16", 3: "INT8", 6: "INT32", 7: "INT64", 2: "UINT8", 9: "BOOL", 16: "BF16",
+                    17: "FP8", 22: "INT4"}
+
+
+class OnnxParser(_Api):
     def __init__(self, network: INetworkDefinition, logger) -> None:
         self.network, self.logger, self._errors = network, logger, []
+        self._flags: set[int] = set()
+
+    def set_flag(self, flag) -> None:
+        self._flags.add(int(flag))
 
     @property
     def num_errors(self) -> int:
@@ -247,39 +354,70 @@ class OnnxParser:
         except Exception as exc:  # noqa: BLE001
             self._errors.append(ParserError(f"failed to parse the ONNX model: {exc}"))
             return False
+        problem = self._unsupported(proto)
+        if problem:
+            self._errors.append(ParserError(problem))
+            return False
         initializers = {t.name for t in proto.graph.initializer}
         for value in proto.graph.input:
             if value.name in initializers:
                 continue
             dims = [d.dim_value if d.HasField("dim_value") else -1 for d in value.type.tensor_type.shape.dim]
             dtype = _ONNX_TO_TRT.get(value.type.tensor_type.elem_type, DataType.FLOAT)
-            if dtype == DataType.INT64 and MAJOR < 10:
-                dtype = DataType.INT32  # 8.6 has no INT64 I/O: the parser casts it down
+            # 8.6 has no INT64: its parser casts INT64 inputs down to INT32 (operators.md, 8.6-GA)
             self.network.inputs.append(ITensor(value.name, dims, dtype))
         for value in proto.graph.output:
             self.network.outputs.append(ITensor(value.name, [], _ONNX_TO_TRT.get(value.type.tensor_type.elem_type, DataType.FLOAT)))
         self.network.onnx = bytes(model)
         self.network.op_types = [n.op_type for n in proto.graph.node]
+        self.network._layers = [ILayer(n.name or n.output[0], n.op_type, len(n.output)) for n in proto.graph.node]
+        self.network._node_io = {n.name or n.output[0]: (list(n.input), list(n.output)) for n in proto.graph.node}
+        native = MAJOR >= 10 or int(OnnxParserFlag.NATIVE_INSTANCENORM) in self._flags
+        if "InstanceNormalization" in self.network.op_types and not native:
+            self.network._plugins = ["InstanceNormalization_TRT"]  # 8.6's default import
         self.network.tensor_names = {t for n in proto.graph.node for t in n.output} | {i.name for i in self.network.inputs}
         self.network.has_qdq = any(op in ("QuantizeLinear", "DequantizeLinear") for op in self.network.op_types)
         return True
 
+    def _unsupported(self, proto) -> str | None:
+        """The first thing onnx-tensorrt's table and documented rules refuse, or None."""
+        table = _operator_table()
+        types = {t.name: t.data_type for t in proto.graph.initializer}
+        constants = set(types) | {o for n in proto.graph.node if n.op_type == "Constant" for o in n.output}
+        for node in proto.graph.node:
+            row = table.get(node.op_type)
+            if row is None or not row["supported"]:
+                return f"In node {node.name} ({node.op_type}): UNSUPPORTED_NODE: No importer registered for op: {node.op_type}"
+            if node.op_type == "DequantizeLinear" and node.input[0] in types:
+                kind = _ONNX_TYPE_NAMES.get(types[node.input[0]], str(types[node.input[0]]))
+                if kind not in row["types"]:
+                    return f"In node {node.name} (DequantizeLinear): INVALID_NODE: input of type {kind}; supported: {row['types']}"
+            if node.op_type == "If" and node.input[0] not in constants:
+                ranks = []
+                for attribute in node.attribute:
+                    if attribute.name in ("then_branch", "else_branch"):
+                        ranks.append(tuple(len(o.type.tensor_type.shape.dim) for o in attribute.g.output))
+                if len(set(ranks)) > 1:
+                    return (f"In node {node.name} (If): UNSUPPORTED_NODE: the branches' outputs must have the same rank "
+                            f"(got {ranks[0]} and {ranks[1]}) unless the condition is a build-time constant")
+        return None
 
-class IOptimizationProfile:
+
+class IOptimizationProfile(_Api):
     def __init__(self) -> None:
         self.shapes: dict[str, tuple] = {}
 
     def set_shape(self, name, min, opt, max) -> None:  # noqa: A002 - NVIDIA's parameter names
         low, mid, high = tuple(min), tuple(opt), tuple(max)
         if not (len(low) == len(mid) == len(high)) or any(a > b for a, b in zip(low, mid)) or any(a > b for a, b in zip(mid, high)):
-            raise ValueError(f"Inconsistent shapes for {name}: min {low} opt {mid} max {high}")
+            raise RuntimeError(f"Inconsistent shapes for {name}: min {low} opt {mid} max {high}")
         self.shapes[name] = (low, mid, high)
 
     def get_shape(self, name):
         return list(self.shapes.get(name, ((), (), ())))
 
 
-class ITimingCache:
+class ITimingCache(_Api):
     def __init__(self, data: bytes) -> None:
         self.entries: dict[str, str] = {}
         self.compatible = True
@@ -295,7 +433,7 @@ class ITimingCache:
         return IHostMemory(json.dumps({"version": __version__, "entries": self.entries}).encode())
 
 
-class IBuilderConfig:
+class IBuilderConfig(_Api):
     def __init__(self) -> None:
         self.flags: set[int] = set()
         self.pools = {int(MemoryPoolType.WORKSPACE): 1 << 34}
@@ -375,10 +513,15 @@ _DLA_OPS = {"Conv", "Relu", "Add", "Mul", "MaxPool", "AveragePool", "Concat", "S
             "Transpose", "BatchNormalization", "PRelu", "Clip", "QuantizeLinear", "DequantizeLinear"}
 
 
-class Builder:
+def _dla_cores() -> int:
+    return int(os.environ.get("TRT_SIM_DLA_CORES", "2"))
+
+
+class Builder(_Api):
     def __init__(self, logger) -> None:
         self.logger = logger
-        self.num_DLA_cores = int(os.environ.get("TRT_SIM_DLA_CORES", "2"))
+        self.num_DLA_cores = _dla_cores()
+        SIM.builders += 1  # its kernel library stays loaded for the life of the process
 
     if MAJOR < 11:
         @property
@@ -425,6 +568,9 @@ class Builder:
             precision = "int8"
         dla_gpu_layers = []
         if config.default_device_type == DeviceType.DLA:
+            if MAJOR >= 11 and _VERSION < (11, 4, 1):
+                _log(self.logger, ILogger.ERROR, f"DLA is not supported by TensorRT {__version__} (from 11.4.1)")
+                return None
             if config.DLA_core not in range(self.num_DLA_cores):
                 _log(self.logger, ILogger.ERROR, f"DLA core {config.DLA_core} does not exist")
                 return None
@@ -438,6 +584,7 @@ class Builder:
         if config.get_timing_cache() is not None:
             config.get_timing_cache().entries[hashlib.sha256(network.onnx).hexdigest()[:16]] = precision
         header = {
+            "plugins": network._plugins, "fp32_layers": self._fp32_layers(network, config, int8_scales),
             "version": __version__, "gpu": GPU, "precision": precision, "int8_tensors": sorted(int8_scales),
             "fp_tensors": sorted(network.tensor_names - set(int8_scales)) if int8_scales else [],
             "inputs": [[t.name, list(t.shape), int(t.dtype)] for t in network.inputs],
@@ -449,6 +596,24 @@ class Builder:
         blob = json.dumps(header).encode()
         return IHostMemory(MAGIC + struct.pack("<I", len(blob)) + blob + network.onnx)
 
+    @staticmethod
+    def _fp32_layers(network: INetworkDefinition, config: IBuilderConfig, scales: dict) -> list[str]:
+        """Layers that run in FP32 inside an INT8 engine. A layer with a precision set runs in it only
+        under OBEY_PRECISION_CONSTRAINTS; otherwise a layer whose outputs lack a scale but whose
+        inputs have one is fused into its INT8 neighbours (its output range is taken from the
+        consumer), as TensorRT's fusions do."""
+        if not scales:
+            return []
+        obey = MAJOR < 11 and config.get_flag(BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
+        kept = []
+        for layer in network._layers:
+            inputs, outputs = network._node_io[layer.name]
+            if obey and layer._precision_set and int(layer._precision) == int(DataType.FLOAT):
+                kept.append(layer.name)
+            elif not any(o in scales for o in outputs) and not any(i in scales for i in inputs):
+                kept.append(layer.name)
+        return kept
+
     def _calibrate(self, network: INetworkDefinition, config: IBuilderConfig):
         calibrator = config._calibrator
         if calibrator is None:
@@ -457,7 +622,7 @@ class Builder:
         if not getattr(calibrator, "_sim_base_initialized", False):
             raise TypeError("the calibrator's base __init__ was not called")
         cache = _callback(self.logger, calibrator, "read_calibration_cache")
-        expected = f"TRT-{cache_version_number()}-{type(calibrator).ALGORITHM or calibrator.ALGORITHM}"
+        expected = f"TRT-{cache_version_number()}-{type(calibrator)._ALGORITHM or calibrator._ALGORITHM}"
         if cache:
             text = bytes(cache).decode(errors="replace")
             header = text.split("\n", 1)[0]
@@ -484,10 +649,11 @@ def _parse_cache(text: str) -> dict[str, float]:
 
 # --- runtime and execution ----------------------------------------------------------------------
 
-class Runtime:
+class Runtime(_Api):
     def __init__(self, logger) -> None:
         self.logger = logger
         self.DLA_core = -1
+        self.num_DLA_cores = _dla_cores()
 
     def deserialize_cuda_engine(self, data):
         data = bytes(data)
@@ -507,6 +673,9 @@ class Runtime:
         if header["gpu"] != GPU:
             _log(self.logger, ILogger.ERROR, f"The engine plan file is generated on an incompatible device ({header['gpu']})")
             return None
+        if header["plugins"] and not _PLUGINS_REGISTERED:
+            _log(self.logger, ILogger.ERROR, f"getPluginCreator could not find plugin: {header['plugins'][0]} version: 1")
+            return None
         try:
             import onnx
 
@@ -517,7 +686,7 @@ class Runtime:
         return ICudaEngine(header, onnx_bytes)
 
 
-class IEngineInspector:
+class EngineInspector(_Api):  # pyCore.cpp binds IEngineInspector as "EngineInspector"
     def __init__(self, engine: "ICudaEngine") -> None:
         self.engine = engine
 
@@ -528,7 +697,7 @@ class IEngineInspector:
         return json.dumps({"Layers": layers})
 
 
-class ICudaEngine:
+class ICudaEngine(_Api):
     def __init__(self, header: dict, onnx_bytes: bytes) -> None:
         self.header = header
         self.onnx_bytes = onnx_bytes
@@ -577,9 +746,9 @@ class ICudaEngine:
         return IExecutionContext(self)
 
     def create_engine_inspector(self):
-        return IEngineInspector(self)
+        return EngineInspector(self)
 
-    def session(self):
+    def _session_get(self):
         with self._session_lock:
             if self._session is None:
                 import onnxruntime as ort
@@ -590,7 +759,7 @@ class ICudaEngine:
             return self._session
 
     def _output_rank(self, name):
-        for output in self.session().get_outputs():
+        for output in self._session_get().get_outputs():
             if output.name == name:
                 return output.shape
         raise KeyError(name)
@@ -603,7 +772,7 @@ def _dtype_name(value: int) -> str:
     raise KeyError(value)
 
 
-class IExecutionContext:
+class IExecutionContext(_Api):
     def __init__(self, engine: ICudaEngine) -> None:
         self.engine = engine
         self.shapes: dict[str, tuple] = {}
@@ -673,7 +842,7 @@ class IExecutionContext:
         return True
 
     def _compute(self, feeds: dict) -> dict:
-        session = self.engine.session()
+        session = self.engine._session_get()
         onnx_types = {i.name: i.type for i in session.get_inputs()}
         feeds = {k: v.astype(np.int64) if onnx_types.get(k) == "tensor(int64)" else v for k, v in feeds.items()}
         names = [o.name for o in session.get_outputs()]
@@ -690,3 +859,6 @@ class IExecutionContext:
                 scale = float(np.abs(value).mean()) or 1.0
                 outputs[name] = (value + rng.normal(0, error * scale, value.shape)).astype(np.float32)
         return outputs
+
+
+sys.modules[__name__].__class__ = _RecordingModule

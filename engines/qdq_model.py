@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from calibration.table import CalibrationTable
+from engines.calibration_table import CalibrationTable
 
 
 def tensor_names(model: onnx.ModelProto) -> set[str]:
@@ -43,7 +43,9 @@ def make_qdq_model(model_path: Path, table: CalibrationTable, dest: Path) -> Non
         # (boxes shifted, a face lost); TensorRT picks its own weight scales in implicit mode anyway.
         model, False, False, QuantType.QInt8, QuantType.QInt8, ranges, None, list(table.fp32_nodes),
         list(table.ops) or sorted(set(QLinearOpsRegistry) | set(QDQRegistry)),  # quantize_static's default: all
-        {"ActivationSymmetric": True, "WeightSymmetric": True},
+        # No INT32 bias DequantizeLinear: TensorRT's parser takes DequantizeLinear of INT8 (FP8, INT4)
+        # only (onnx-tensorrt operators.md; onnx/onnx-tensorrt#850), and TensorRT folds biases itself.
+        {"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False},
     )
     quantizer.quantize_model()
     quantizer.model.save_model_to_file(str(dest), False)

@@ -1,0 +1,72 @@
+"""What a TensorRT release would do with each store model, without building anything.
+
+`orin-avatar engines plan` answers, on any machine and for any supported release, the questions an
+integrator has before flashing a fleet: which precisions the builder will try, which of them TensorRT
+would refuse and why (an operator, a type, a shape), whether the model may go to the DLA, and where it
+will run. The verdicts come from the same checks the builder makes (`engines.tensorrt_support`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from engines import tensorrt_support
+from engines.calibration_table import read_table
+from engines.model_policy import POLICIES, ModelPolicy
+from engines.onnx_check import check_onnx
+from engines.qdq_model import make_qdq_model, tensor_names
+from engines.store.model_store import ModelStore
+
+
+@dataclass(frozen=True)
+class Rung:
+    precision: str
+    refused: str  # why TensorRT would refuse it ("" if it will be built and validated)
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    model: str
+    tensorrt: str
+    rungs: tuple[Rung, ...]
+    dla: str  # "yes", or why not
+    runs_on: str  # e.g. "TensorRT int8", "CPU"
+    reason: str  # why it runs there when that is the CPU or a lower rung
+    notes: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def plan(store: ModelStore, tables: Path, version: str, dla: bool = False) -> list[ModelPlan]:
+    """Each store model under TensorRT `version` (e.g. "8.6.2")."""
+    with tempfile.TemporaryDirectory(prefix="orin-avatar-plan-") as scratch:
+        return [_plan_model(store, tables, version, policy, dla, Path(scratch)) for policy in POLICIES.values()]
+
+
+def _plan_model(store: ModelStore, tables: Path, version: str, policy: ModelPolicy, dla: bool, scratch: Path) -> ModelPlan:
+    if policy.cpu_reason:
+        return ModelPlan(policy.name, version, (), "no", "CPU", policy.cpu_reason)
+    model = check_onnx(store.path(policy.model), store.root)
+    table_path = tables / f"{policy.name}.json"
+    rungs = []
+    for precision in tensorrt_support.precisions(version, table_path.is_file()):
+        parsed = model
+        if precision == "int8" and tensorrt_support.strongly_typed(version):
+            table = read_table(table_path, store.entries()[policy.model].sha256, tensor_names(model))
+            qdq = scratch / f"{policy.name}.qdq.onnx"
+            make_qdq_model(store.path(policy.model), table, qdq)
+            parsed = check_onnx(qdq, scratch)
+        refused = tensorrt_support.refusals(parsed, version)
+        rungs.append(Rung(precision, "; ".join(str(r) for r in refused)))
+    usable = [r for r in rungs if not r.refused]
+    dla_problem = tensorrt_support.dla_problem(policy.static, version) if dla else "not asked ([engines] dla_core = -1)"
+    notes = tuple(f"{plugin}: avoided by the parser flag NATIVE_INSTANCENORM" for plugin in tensorrt_support.needs_plugins(model, version))
+    if not usable:
+        return ModelPlan(policy.name, version, tuple(rungs), dla_problem or "yes", "CPU",
+                         "every rung would be refused: " + "; ".join(f"{r.precision}: {r.refused}" for r in rungs), notes)
+    skipped = [f"{r.precision}: {r.refused}" for r in rungs[:rungs.index(usable[0])]]
+    return ModelPlan(policy.name, version, tuple(rungs), dla_problem or "yes", f"TensorRT {usable[0].precision}",
+                     "; ".join(skipped), notes)
