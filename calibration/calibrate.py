@@ -4,7 +4,7 @@ Ranges come from ONNX Runtime's own calibrators (entropy, percentile, min-max; s
 then judged as the device will run it: the Q/DQ model derived from the table, against FP32, on the
 held-apart samples. If the gate fails, a leave-one-out sweep measures how much keeping each
 candidate layer in FP32 helps, and layers are kept out of INT8 in that order until the gate
-passes (DESIGN.md: for all-MiniLM-L6-v2 the feed-forward output MatMuls). A table that cannot pass
+passes (for all-MiniLM-L6-v2: the feed-forward output MatMuls first). A table that cannot pass
 is not written.
 """
 

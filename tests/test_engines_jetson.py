@@ -65,3 +65,54 @@ def test_fallback_runner_on_the_real_engine(platform, store, tmp_path):
         runner.attach(TensorRTRunner("face", outcome.engine, precision=outcome.precision))
         out = runner.infer(POLICIES["face"].golden())
         assert runner.stats.engine_calls == 1 and all(np.isfinite(v).all() for v in out.values())
+
+
+# The fixes of docs/tensorrt.md on the real library (the simulator's versions: tests/test_tensorrt_fixes.py).
+
+def test_asr_encoder_engine_loads_in_a_fresh_process(platform, store, tmp_path):
+    import subprocess
+    import sys
+
+    outcome = EngineManager(store, tmp_path / "engines", SETTINGS, tmp_path).ensure("asr-encoder", precision="fp16")
+    assert outcome.engine is not None, outcome.reasons
+    code = (f"from engines.tensorrt_runner import TensorRTRunner; r = TensorRTRunner('asr-encoder', {str(outcome.engine)!r}); "
+            "r.activate(); r.release(); print('loaded')")
+    assert "loaded" in subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600).stdout
+
+
+def test_qdq_model_parses_and_plan_matches_the_build(platform, store, tmp_path):
+    from calibration import TABLES_DIR
+    from engines.plan import plan
+
+    planned = {p.model: p.runs_on for p in plan(store, TABLES_DIR, platform.tensorrt)}
+    engines = EngineManager(store, tmp_path / "engines", SETTINGS, TABLES_DIR)
+    for name in ("vad", "face", "text", "asr-encoder"):
+        outcome = engines.ensure(name)
+        assert planned[name] == f"TensorRT {outcome.precision}", (name, outcome.reasons)
+
+
+def test_no_builder_in_the_probe_and_dla_only_for_static_models(platform, store, tmp_path):
+    import dataclasses
+
+    if platform.dla_cores == 0:
+        pytest.fail("this Jetson reports no DLA core")
+    settings = dataclasses.replace(SETTINGS, dla_core=0)
+    outcome = EngineManager(store, tmp_path / "engines", settings, tmp_path).ensure("text", precision="fp16")
+    assert outcome.engine is not None and outcome.record.components["dla_core"] is None
+
+
+def test_set_shape_raises_runtime_error(platform):
+    import tensorrt as trt
+
+    builder = trt.Builder(trt.Logger(trt.Logger.ERROR))
+    with pytest.raises(RuntimeError):
+        builder.create_optimization_profile().set_shape("x", (1, 16), (1, 8), (1, 4))
+
+
+def test_runners_share_the_primary_context(platform, store, tmp_path):
+    outcome = EngineManager(store, tmp_path / "engines", SETTINGS, tmp_path).ensure("face", precision="fp16")
+    first, second = TensorRTRunner("face", outcome.engine), TensorRTRunner("face", outcome.engine)
+    with first, second:
+        first.infer(POLICIES["face"].golden())
+        second.infer(POLICIES["face"].golden())
+        assert first._context.handle == second._context.handle

@@ -1,5 +1,5 @@
 """PyAudio through ALSA's `file` plugin: a real capture and playback path with no sound card
-(DESIGN.md section 7). Each test runs in a child process whose HOME holds the asoundrc."""
+(an asoundrc of `type file` PCMs over the null device). Each test runs in a child process whose HOME holds the asoundrc."""
 
 from __future__ import annotations
 
