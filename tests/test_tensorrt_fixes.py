@@ -154,6 +154,7 @@ def test_9_runners_share_the_primary_context_and_free_their_streams(trt, store, 
     assert all(r._context.primary for r in runners)
     for runner in runners:
         runner.release()
+    del runners, runner  # a stream still held after release would be destroyed here, with no context current
     gc.collect()
     assert driver.WARNINGS == [] and driver.LEAKED == []
 
