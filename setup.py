@@ -1,6 +1,6 @@
 """orin-avatar: the on-device runtime of talking-avatar kiosk robots on Jetson AGX Orin."""
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 setup(
     name="orin-avatar",
@@ -10,9 +10,14 @@ setup(
     long_description_content_type="text/markdown",
     license="Proprietary",
     python_requires=">=3.10",
-    packages=["device", "device.avatar", "device.bench", "device.commands", "device.conversation", "device.models",
-              "device.service", "device.sound", "engines", "engines.store", "calibration"],
+    packages=find_packages(include=["device", "device.*", "engines", "engines.*", "calibration", "calibration.*"])
+    + ["device.units"],
+    # The unit files live in systemd/ (the card's layout) and install as package data of device.units, so
+    # `orin-avatar install-service` works from an installed package, not only from a checkout.
+    package_dir={"device.units": "systemd"},
     package_data={"device": ["default.toml", "samples/*.jpg", "samples/visit/*", "knowledge/*.toml"],
+                  "device.units": ["orin-avatar.service", "orin-avatar.sysusers", "orin-avatar.tmpfiles"],
+                  "engines": ["data/*.json"],
                   "calibration": ["tables/*.json"]},
     install_requires=[
         "numpy>=1.24",

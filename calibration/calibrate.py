@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 
 from engines.errors import InputError
-from engines.model_policy import POLICIES
+from engines.model_specs import MODELS
 from engines.onnxrt_runner import OnnxRuntimeRunner
 from engines.store.model_store import ModelStore
 
@@ -57,7 +57,7 @@ def calibrate(name: str, store: ModelStore, out: Path, method: str = "entropy", 
         report(f"{name}: all-INT8 {gate.metric} = {gate.value:.4f} ({'pass' if gate.passed else 'fail'}, needs {gate.threshold})")
         if not gate.passed and max_fp32 > 0:
             table, gate = sweep(store, target, table, dataset.held, Path(scratch), report, max_fp32)
-        latency = compare_latency(model_path, table, POLICIES[name].golden(), Path(scratch))
+        latency = compare_latency(model_path, table, MODELS[name].golden(), Path(scratch))
     if not gate.passed:
         return Result(name, None, gate, latency, None,
                       f"INT8 misses the gate ({gate.metric} = {gate.value:.4f}, needs {gate.threshold}) even with "
@@ -143,7 +143,7 @@ def check(name: str, store: ModelStore, tables: Path, data: Path | None = None) 
     dataset = target.dataset(store, data)
     with tempfile.TemporaryDirectory(prefix="orin-avatar-check-") as scratch:
         gate = evaluate(store, target, table, dataset.held, Path(scratch))
-        latency = compare_latency(store.path(target.model), table, POLICIES[name].golden(), Path(scratch))
+        latency = compare_latency(store.path(target.model), table, MODELS[name].golden(), Path(scratch))
     return Result(name, table, gate, latency, path)
 
 

@@ -11,7 +11,6 @@ anyway; it runs in FP16.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -24,7 +23,7 @@ from engines.store.model_store import ModelStore
 from calibration import data
 from device.conversation.dialogue import BUILTINS
 from device.conversation.knowledge import load_knowledge
-from device.models.asr import PAD, SpeechRecognizer
+from device.models.asr import PAD, SpeechRecognizer, word_error_rate
 from device.models.faces import FaceDetector, box_iou, letterbox
 from device.models.text_encoder import TextEncoder
 
@@ -125,21 +124,6 @@ def _encoder_feeds(store: ModelStore, clips: list) -> list[Feeds]:
             window = audio[start:start + ENCODER_WINDOW]
             feeds.append({"input_values": np.pad(window, (0, ENCODER_WINDOW - len(window)))[None, :]})
     return feeds
-
-
-def word_error_rate(reference: str, hypothesis: str) -> float:
-    ref, hyp = _words(reference), _words(hypothesis)
-    distance = np.arange(len(hyp) + 1)
-    for i, r in enumerate(ref, 1):
-        previous, distance = distance, np.empty_like(distance)
-        distance[0] = i
-        for j, h in enumerate(hyp, 1):
-            distance[j] = min(previous[j] + 1, distance[j - 1] + 1, previous[j - 1] + (r != h))
-    return float(distance[-1]) / max(len(ref), 1)
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", text.lower().replace("-", ""))
 
 
 def _encoder_gate(store: ModelStore, fp32: Runner, int8: Runner, clips: list) -> Gate:

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from engines.errors import InputError
+from engines.model_specs import SPEECH_RATE
 
-SPEECH_RATE = 16000  # what the VAD and the recogniser take
 
 
 def read_audio(path: Path, rate: int = SPEECH_RATE) -> np.ndarray:

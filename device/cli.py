@@ -9,11 +9,8 @@ from pathlib import Path
 
 from engines.errors import OrinAvatarError
 
-from device.commands import calibrate, conversation, debug, devices, engines, models, service
-from device.bench import io as bench_io
-from device.bench import models as bench_models
-from device.bench import render as bench_render
-from device.bench import turn as bench_turn
+from device.app import App
+from device.commands import bench, calibrate, conversation, debug, devices, engines, models, service
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,19 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, help="CPU threads per model (overrides [cpu] threads)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    service.register(commands)
-    conversation.register(commands)
-    models.register(commands)
-    engines.register(commands)
-    devices.register(commands)
-    calibrate.register(commands)
-    debug.register(commands)
-    bench = commands.add_parser("bench", help="measure speed and memory")
-    bench_kinds = bench.add_subparsers(dest="bench", required=True, metavar="WHAT")
-    bench_models.register(bench_kinds)
-    bench_turn.register(bench_kinds)
-    bench_render.register(bench_kinds)
-    bench_io.register(bench_kinds)
+    for module in (service, conversation, models, engines, devices, calibrate, debug, bench):
+        module.register(commands)
     return parser
 
 
@@ -44,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        return args.run(args) or 0
+        app = App(args.config, args.store, args.threads, args.verbose)
+        return args.run(app, args) or 0
     except OrinAvatarError as exc:
         print(f"orin-avatar: error: {exc}", file=sys.stderr)
         return 2

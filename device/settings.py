@@ -6,24 +6,16 @@ file only overrides. Unknown sections or keys and wrong types are errors that na
 
 from __future__ import annotations
 
-import sys
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engines.errors import OrinAvatarError
-
 from engines.engine_manager import EngineSettings
+from engines.errors import OrinAvatarError
+from engines.model_specs import FRAME, SPEECH_RATE
 
-from device.conversation.dialogue import DialogueSettings
-from device.conversation.endpointer import EndpointSettings
-from device.conversation.llm import LlmSettings
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10 (JetPack 6)
-    import tomli as tomllib
+from device.toml_file import tomllib
 
 DEFAULT_FILE = Path(__file__).with_name("default.toml")
 SYSTEM_FILE = Path("/etc/orin-avatar/orin-avatar.toml")
@@ -48,6 +40,64 @@ class CpuSettings:
 
 
 @dataclass(frozen=True)
+class EndpointSettings:
+    """[endpoint] in the settings file (defaults in device/default.toml)."""
+
+    vad_threshold: float  # VAD probability that counts as speech
+    onset_ms: int  # speech this long starts an utterance
+    hangover_ms: int  # silence this long ends it
+    pre_roll_ms: int  # audio kept from before the speech start
+    max_utterance_s: float  # a longer utterance is cut here
+
+    def __post_init__(self) -> None:
+        if not 0 < self.vad_threshold < 1:
+            raise ValueError(f"vad_threshold must be between 0 and 1, got {self.vad_threshold}")
+        for key in ("onset_ms", "hangover_ms", "pre_roll_ms"):
+            if not 0 <= getattr(self, key) <= 5000:
+                raise ValueError(f"{key} must be between 0 and 5000 ms, got {getattr(self, key)}")
+        if not 1 <= self.max_utterance_s <= 60:
+            raise ValueError(f"max_utterance_s must be between 1 and 60 s, got {self.max_utterance_s}")
+
+    def frames(self, ms: float) -> int:
+        return max(1, round(ms / 1000 * SPEECH_RATE / FRAME))
+
+
+@dataclass(frozen=True)
+class DialogueSettings:
+    """[dialogue] in the settings file."""
+
+    knowledge: str  # knowledge base TOML; "" is the embedded visitor-centre example
+    threshold: float  # cosine similarity below which the visitor is asked to rephrase
+
+    def __post_init__(self) -> None:
+        if not 0 < self.threshold < 1:
+            raise ValueError(f"threshold must be between 0 and 1, got {self.threshold}")
+
+
+@dataclass(frozen=True)
+class LlmSettings:
+    """[llm] in the settings file."""
+
+    url: str  # base URL, e.g. http://10.0.0.5:8000/v1 ; empty disables the LLM
+    model: str
+    timeout_s: float
+    system_prompt: str
+    max_words: int
+
+    def __post_init__(self) -> None:
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
+        if not 0.1 <= self.timeout_s <= 10:
+            raise ValueError(f"timeout_s must be between 0.1 and 10 s, got {self.timeout_s}")
+        if self.max_words < 1:
+            raise ValueError(f"max_words must be 1 or more, got {self.max_words}")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url)
+
+
+@dataclass(frozen=True)
 class SpeechSettings:
     """[tts] in the settings file."""
 
@@ -60,6 +110,15 @@ class SpeechSettings:
             raise ValueError(f"variability must be between 0 and 1, got {self.variability}")
         if not 0.5 <= self.length_scale <= 2:
             raise ValueError(f"length_scale must be between 0.5 and 2, got {self.length_scale}")
+
+
+def bgr(hex_colour: str) -> tuple[int, int, int]:
+    """'#rrggbb' -> OpenCV's (b, g, r)."""
+    value = hex_colour.lstrip("#")
+    if len(value) != 6:
+        raise ValueError(f"colour {hex_colour!r} is not #rrggbb")
+    r, g, b = (int(value[i:i + 2], 16) for i in (0, 2, 4))
+    return b, g, r
 
 
 @dataclass(frozen=True)
@@ -78,8 +137,6 @@ class AvatarSettings:
     lines: str
 
     def __post_init__(self) -> None:
-        from device.avatar.renderer import bgr
-
         if self.display not in ("window", "file", "none"):
             raise ValueError(f"display must be window, file or none, got {self.display!r}")
         if not (160 <= self.width <= 7680 and 120 <= self.height <= 4320):
@@ -92,10 +149,9 @@ class AvatarSettings:
             except ValueError:
                 raise ValueError(f"{key} must be a colour #rrggbb, got {getattr(self, key)!r}") from None
 
-    def colours(self):
-        from device.avatar.renderer import Colours, bgr
-
-        return Colours(*(bgr(getattr(self, k)) for k in ("background", "skin", "eyes", "pupils", "mouth", "lines")))
+    def colour(self, key: str) -> tuple[int, int, int]:
+        """One of the colours as OpenCV's (b, g, r)."""
+        return bgr(getattr(self, key))
 
 
 @dataclass(frozen=True)
@@ -104,6 +160,13 @@ class AudioSettings:
 
     input_device: str
     output_device: str
+
+
+@dataclass(frozen=True)
+class EngagementSettings:
+    min_face_px: int
+    arrive_s: float
+    leave_s: float
 
 
 @dataclass(frozen=True)
@@ -128,9 +191,7 @@ class CameraSettings:
         if self.arrive_s < 0 or self.leave_s <= 0:
             raise ValueError(f"arrive_s must be 0 or more and leave_s above 0, got {self.arrive_s}, {self.leave_s}")
 
-    def engagement(self):
-        from device.vision.engagement import EngagementSettings
-
+    def engagement(self) -> "EngagementSettings":
         return EngagementSettings(self.min_face_px, self.arrive_s, self.leave_s)
 
 

@@ -8,7 +8,7 @@ its TensorRT engine when the engine is found or built and validated.
 from __future__ import annotations
 
 from engines.fallback import FallbackRunner
-from engines.model_policy import POLICIES
+from engines.model_specs import MODELS
 from engines.onnxrt_runner import OnnxRuntimeRunner
 from engines.runner import Runner
 from engines.store.model_store import ModelStore
@@ -20,7 +20,7 @@ def open_runner(store: ModelStore, model_file: str, threads: int = 1, engines=No
     `engines` is an `engines.engine_manager.EngineManager` or None (CPU only)."""
     name = model_file.removesuffix(".onnx")
     cpu = OnnxRuntimeRunner(name, store.path(model_file), threads=threads)
-    policy = POLICIES.get(name)
+    policy = MODELS.get(name)
     if engines is None or engines.unavailable or policy is None or policy.cpu_reason:
         cpu.activate()
         return cpu

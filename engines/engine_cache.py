@@ -75,10 +75,9 @@ class EngineCache:
         except (OSError, ValueError, TypeError):
             return None
 
-    def save(self, key: EngineKey, record: EngineRecord, engine: bytes | None) -> None:
+    def save(self, key: EngineKey, record: EngineRecord) -> None:
+        """Write the manifest of the engine under `key` (the builder wrote the engine itself)."""
         record.components = asdict(key)
-        if engine is not None:
-            write_atomic(self.engine_path(key), engine)
         write_atomic(self.directory(key.model) / f"{key.digest}.json", json.dumps(asdict(record), indent=1).encode())
 
     def remove_stale(self, model: str, keep: set[str]) -> list[str]:

@@ -22,7 +22,7 @@ from engines.engine_cache import EngineCache, EngineKey, EngineRecord, forget
 from engines.errors import OrinAvatarError
 from engines.fallback import FallbackRunner
 from engines.files import sha256_file
-from engines.model_policy import POLICIES, ModelPolicy
+from engines.model_specs import MODELS, ModelSpec
 from engines.onnx_check import check_onnx
 from engines.onnxrt_runner import OnnxRuntimeRunner
 from engines.platform import Platform, probe_platform
@@ -73,15 +73,17 @@ class Outcome:
 
 class EngineManager:
     def __init__(self, store: ModelStore, cache_root: Path, settings: EngineSettings, tables: Path,
-                 platform: Platform | None = None, report: Report = log.info) -> None:
+                 platform: Platform | None = None, report: Report = log.info, build_missing: bool = True) -> None:
         """`tables`: the directory of shipped calibration tables; `report` receives build progress of
-        the background builds (`serve`)."""
+        the background builds (`serve`); `build_missing`: whether `serve` builds engines that are not
+        cached yet (the daemon) or only uses the valid ones there are (demo, benchmarks)."""
         self.store = store
         self.cache = EngineCache(cache_root)
         self.settings = settings
         self.platform = platform or probe_platform()
         self.tables = Path(tables)
         self.report = report
+        self.build_missing = build_missing
         self._queue: queue.Queue = queue.Queue()
         self._server: threading.Thread | None = None
 
@@ -92,19 +94,19 @@ class EngineManager:
             return "TensorRT is disabled in the settings ([engines] enabled = false)"
         return self.platform.problem
 
-    def ladder(self, policy: ModelPolicy, precision: str | None = None) -> tuple[str, ...]:
+    def ladder(self, policy: ModelSpec, precision: str | None = None) -> tuple[str, ...]:
         chosen = precision or self.settings.precision
         if chosen != "auto":
             return (chosen,)
         return tensorrt_support.precisions(self.platform.tensorrt, (self.tables / f"{policy.name}.json").is_file())
 
-    def dla_core(self, policy: ModelPolicy, wanted: int | None) -> tuple[int | None, str]:
+    def dla_core(self, policy: ModelSpec, wanted: int | None) -> tuple[int | None, str]:
         """The DLA core `policy`'s model may use (None: the GPU), and why not when it may not."""
         core = wanted if wanted is not None else (self.settings.dla_core if self.settings.dla_core >= 0 else None)
         problem = None if core is None else tensorrt_support.dla_problem(policy.static, self.platform.tensorrt)
         return (None, problem) if problem else (core, "")
 
-    def key(self, policy: ModelPolicy, precision: str, dla_core: int | None) -> EngineKey:
+    def key(self, policy: ModelSpec, precision: str, dla_core: int | None) -> EngineKey:
         table = self.tables / f"{policy.name}.json"
         return EngineKey(
             model=policy.model, onnx_sha256=self.store.entries()[policy.model].sha256,
@@ -114,9 +116,9 @@ class EngineManager:
             platform={k: v for k, v in self.platform.as_dict().items() if k not in ("problem", "dla_cores")})
 
     def ensure(self, model: str, precision: str | None = None, dla_core: int | None = None, force: bool = False,
-               report: Report = log.info) -> Outcome:
-        """A validated engine for `model`, walking down its ladder; built if need be."""
-        policy = POLICIES[model.removesuffix(".onnx")]
+               report: Report = log.info, build: bool = True) -> Outcome:
+        """A validated engine for `model`, walking down its ladder; built if need be (and `build`)."""
+        policy = MODELS[model.removesuffix(".onnx")]
         if self.unavailable:
             return Outcome(policy.model, None, None, (self.unavailable,))
         if policy.cpu_reason:
@@ -130,7 +132,7 @@ class EngineManager:
             for rung in self.ladder(policy, precision):
                 key = self.key(policy, rung, dla)
                 keys.add(key.digest)
-                outcome = self._rung(policy, key, force, report)
+                outcome = self._rung(policy, key, force, report, build)
                 if outcome.engine is not None:
                     self.cache.remove_stale(policy.model, keys)
                     return Outcome(policy.model, outcome.engine, rung, tuple(reasons), outcome.record)
@@ -139,7 +141,7 @@ class EngineManager:
             self.cache.remove_stale(policy.model, keys)
         return Outcome(policy.model, None, None, tuple(reasons))
 
-    def _rung(self, policy: ModelPolicy, key: EngineKey, force: bool, report: Report) -> Outcome:
+    def _rung(self, policy: ModelSpec, key: EngineKey, force: bool, report: Report, build: bool) -> Outcome:
         record = self.cache.record(key)
         path = self.cache.engine_path(key)
         if record is not None and not force:
@@ -152,9 +154,12 @@ class EngineManager:
                     return Outcome(policy.model, path, key.precision, (), record)
                 report(f"{policy.name}: cached engine {key.digest} is unusable ({problem}); rebuilding")
                 forget(path)
+        if not build:
+            return Outcome(policy.model, None, key.precision, ("no engine built yet (this command does not build; "
+                                                              "'orin-avatar build' or the daemon does)",))
         return self._build(policy, key, report)
 
-    def _build(self, policy: ModelPolicy, key: EngineKey, report: Report) -> Outcome:
+    def _build(self, policy: ModelSpec, key: EngineKey, report: Report) -> Outcome:
         started = time.monotonic()
         record = EngineRecord(key=key.digest, model=policy.model, precision=key.precision, status="failed")
         try:
@@ -170,15 +175,15 @@ class EngineManager:
         if problem is not None:
             record.reason = problem
             forget(self.cache.engine_path(key))
-            self.cache.save(key, record, None)
+            self.cache.save(key, record)
             return Outcome(policy.model, None, key.precision, (problem,), record)
         record.status = "valid"
-        self.cache.save(key, record, None)
+        self.cache.save(key, record)
         report(f"{policy.name}: {key.precision} engine ready in {record.build_seconds:.0f} s "
                f"(cosine {record.validation['worst_cosine']:.4f} against ONNX Runtime FP32)")
         return Outcome(policy.model, self.cache.engine_path(key), key.precision, (), record)
 
-    def _request(self, policy: ModelPolicy, key: EngineKey) -> BuildRequest:
+    def _request(self, policy: ModelSpec, key: EngineKey) -> BuildRequest:
         onnx_path = self.store.path(policy.model)  # hash checked against the manifest
         model = check_onnx(onnx_path, self.store.root)
         cache, fp32_layers = None, ()
@@ -205,7 +210,7 @@ class EngineManager:
             workspace_mb=self.settings.workspace_mb, optimization_level=self.settings.optimization_level,
             timing_cache=str(self.cache.timing_cache_path(key.platform)), output=str(self.cache.engine_path(key)))
 
-    def _validate(self, policy: ModelPolicy, key: EngineKey, path: Path, record: EngineRecord) -> str | None:
+    def _validate(self, policy: ModelSpec, key: EngineKey, path: Path, record: EngineRecord) -> str | None:
         """Deserialize, create a context, run the golden inputs, compare with ONNX Runtime FP32."""
         engine = TensorRTRunner(policy.name, path, key.dla_core, key.precision)
         reference = OnnxRuntimeRunner(policy.name, self.store.path(policy.model))
@@ -235,14 +240,14 @@ class EngineManager:
         while True:
             runner, model = self._queue.get()
             try:
-                outcome = self.ensure(model, report=self.report)
+                outcome = self.ensure(model, report=self.report, build=self.build_missing)
                 if outcome.engine is None:
-                    runner.stats.last_reason = "; ".join(outcome.reasons) or "no engine"
+                    runner.keep_on_cpu("; ".join(outcome.reasons) or "no engine")
                 else:
                     dla = outcome.record.components.get("dla_core") if outcome.record else None
                     runner.attach(TensorRTRunner(runner.name, outcome.engine, dla, outcome.precision))
             except Exception as exc:  # a failed engine leaves the model on the CPU, never the daemon down
-                runner.stats.last_reason = str(exc)
+                runner.keep_on_cpu(str(exc))
                 log.warning("%s stays on the CPU: %s", model, exc)
             finally:
                 self._queue.task_done()

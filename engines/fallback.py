@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -34,11 +35,17 @@ class FallbackStats:
 
 
 class FallbackRunner(Runner):
-    def __init__(self, name: str, cpu: Runner, deadline_ms: float, reason: str = "no engine yet") -> None:
+    """Its engine, counters and backoff are its own: changed only under its lock, through its methods
+    (`attach`, `keep_on_cpu`, and the calls themselves), read through `snapshot`."""
+
+    def __init__(self, name: str, cpu: Runner, deadline_ms: float, reason: str = "no engine yet",
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """`clock` (monotonic seconds) times the backoff; tests drive it."""
         super().__init__(name)
+        self.clock = clock
         self.cpu = cpu
         self.deadline_s = deadline_ms / 1000
-        self.stats = FallbackStats(last_reason=reason)
+        self._stats = FallbackStats(last_reason=reason)
         self._engine: Runner | None = None
         self._worker = ThreadPoolExecutor(1, thread_name_prefix=f"engine-{name}")
         self._retry_at = 0.0
@@ -47,12 +54,30 @@ class FallbackRunner(Runner):
 
     @property
     def backend(self) -> str:
-        engine = self._engine
-        return engine.backend if engine is not None and self._healthy() else f"{self.cpu.backend} ({self.stats.last_reason})"
+        with self._lock:
+            engine = self._usable_engine()
+            return engine.backend if engine is not None else f"{self.cpu.backend} ({self._stats.last_reason})"
+
+    @property
+    def kind(self) -> str:
+        with self._lock:
+            engine = self._usable_engine()
+        return engine.kind if engine is not None else self.cpu.kind
 
     @property
     def input_names(self) -> list[str]:
         return self.cpu.input_names
+
+    def snapshot(self) -> FallbackStats:
+        """A copy of the counters, consistent at one instant."""
+        with self._lock:
+            return FallbackStats(self._stats.engine_calls, self._stats.cpu_calls, dict(self._stats.fallbacks),
+                                 self._stats.last_reason)
+
+    def keep_on_cpu(self, reason: str) -> None:
+        """No engine will come (a build failed, TensorRT refused it): say why in status."""
+        with self._lock:
+            self._stats.last_reason = reason
 
     def attach(self, engine: Runner) -> None:
         """Start using an engine (activated here, on the worker thread that will run it)."""
@@ -64,38 +89,43 @@ class FallbackRunner(Runner):
             self._worker.submit(old.release)
         log.info("%s now runs on %s", self.name, engine.backend)
 
-    def _healthy(self) -> bool:
-        return time.monotonic() >= self._retry_at
+    def _usable_engine(self) -> Runner | None:
+        """The engine, unless it is backing off after a failure; under the lock."""
+        return self._engine if self._engine is not None and self.clock() >= self._retry_at else None
 
     def _activate(self) -> None:
         self.cpu.activate()
 
     def _infer(self, feeds: Feeds) -> dict[str, np.ndarray]:
-        engine = self._engine
-        if engine is not None and self._healthy():
+        with self._lock:
+            engine = self._usable_engine()
+        if engine is not None:
             future = self._worker.submit(engine.infer, feeds)
             try:
                 outputs = future.result(timeout=self.deadline_s)
-                self.stats.engine_calls += 1
-                self._backoff = FIRST_BACKOFF_S
+                with self._lock:
+                    self._stats.engine_calls += 1
+                    self._backoff = FIRST_BACKOFF_S
                 return outputs
             except FutureTimeout:
                 self._fall_back("deadline", f"slower than its {self.deadline_s * 1000:.0f} ms deadline")
             except Exception as exc:  # whatever the engine raised, the CPU answers
                 self._fall_back("error", f"{type(exc).__name__}: {exc}")
-        self.stats.cpu_calls += 1
+        with self._lock:
+            self._stats.cpu_calls += 1
         return self.cpu.infer(feeds)
 
     def _fall_back(self, kind: str, reason: str) -> None:
         with self._lock:
-            self.stats.fallbacks[kind] = self.stats.fallbacks.get(kind, 0) + 1
-            self.stats.last_reason = reason
-            self._retry_at = time.monotonic() + self._backoff
-            log.warning("%s: engine %s; this call and the next %.0f s run on the CPU", self.name, reason, self._backoff)
-            self._backoff = min(self._backoff * 2, MAX_BACKOFF_S)
+            self._stats.fallbacks[kind] = self._stats.fallbacks.get(kind, 0) + 1
+            self._stats.last_reason = reason
+            self._retry_at = self.clock() + self._backoff
+            backoff, self._backoff = self._backoff, min(self._backoff * 2, MAX_BACKOFF_S)
+        log.warning("%s: engine %s; this call and the next %.0f s run on the CPU", self.name, reason, backoff)
 
     def _release(self) -> None:
-        engine, self._engine = self._engine, None
+        with self._lock:
+            engine, self._engine = self._engine, None
         if engine is not None:
             self._worker.submit(engine.release).result()
         self._worker.shutdown(wait=False)

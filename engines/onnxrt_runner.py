@@ -21,6 +21,10 @@ class OnnxRuntimeRunner(Runner):
         self._outputs: list[str] = []
 
     @property
+    def kind(self) -> str:
+        return "cpu"
+
+    @property
     def backend(self) -> str:
         return "onnxruntime-cpu"
 

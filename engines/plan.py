@@ -14,7 +14,7 @@ from pathlib import Path
 
 from engines import tensorrt_support
 from engines.calibration_table import read_table
-from engines.model_policy import POLICIES, ModelPolicy
+from engines.model_specs import MODELS, ModelSpec
 from engines.onnx_check import check_onnx
 from engines.qdq_model import make_qdq_model, tensor_names
 from engines.store.model_store import ModelStore
@@ -43,10 +43,10 @@ class ModelPlan:
 def plan(store: ModelStore, tables: Path, version: str, dla: bool = False) -> list[ModelPlan]:
     """Each store model under TensorRT `version` (e.g. "8.6.2")."""
     with tempfile.TemporaryDirectory(prefix="orin-avatar-plan-") as scratch:
-        return [_plan_model(store, tables, version, policy, dla, Path(scratch)) for policy in POLICIES.values()]
+        return [_plan_model(store, tables, version, policy, dla, Path(scratch)) for policy in MODELS.values()]
 
 
-def _plan_model(store: ModelStore, tables: Path, version: str, policy: ModelPolicy, dla: bool, scratch: Path) -> ModelPlan:
+def _plan_model(store: ModelStore, tables: Path, version: str, policy: ModelSpec, dla: bool, scratch: Path) -> ModelPlan:
     if policy.cpu_reason:
         return ModelPlan(policy.name, version, (), "no", "CPU", policy.cpu_reason)
     model = check_onnx(store.path(policy.model), store.root)

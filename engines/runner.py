@@ -30,6 +30,11 @@ class Runner(abc.ABC):
     def backend(self) -> str:
         """Short label for logs and reports, e.g. 'onnxruntime-cpu'."""
 
+    @property
+    @abc.abstractmethod
+    def kind(self) -> str:
+        """Where calls run now: "cpu" (ONNX Runtime) or "tensorrt"."""
+
     def activate(self) -> None:
         if self.is_active:
             return

@@ -35,6 +35,10 @@ class TensorRTRunner(Runner):
         self._stream = self._execution = self._engine = None
 
     @property
+    def kind(self) -> str:
+        return "tensorrt"
+
+    @property
     def backend(self) -> str:
         device = f"dla{self.dla_core}" if self.dla_core is not None else "gpu"
         return f"tensorrt-{device}-{self.precision}" if self.precision else f"tensorrt-{device}"

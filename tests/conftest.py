@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +12,8 @@ import cv2
 import numpy as np
 import pytest
 
+from engines import platform as platform_module
+from engines.engine_manager import EngineManager, EngineSettings
 from engines.store.model_store import ModelStore, default_wheelhouse
 
 from device.audio_file import read_audio
@@ -66,15 +68,6 @@ def beckett(store) -> np.ndarray:
     return read_audio(store.path("samples/beckett.wav"))
 
 
-NUMBERS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
-
-
-def words(text: str) -> list[str]:
-    """Lower-case words without punctuation or hyphens ("to-morrow"), numbers as digits."""
-    return [NUMBERS.get(w, w) for w in re.findall(r"[a-z0-9']+", text.lower().replace("-", ""))]
-
-
 def skimage_bgr(name: str) -> np.ndarray:
     import skimage.data
 
@@ -85,3 +78,41 @@ def skimage_bgr(name: str) -> np.ndarray:
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "device", *args], capture_output=True, text=True,
                           cwd=REPO, env={**os.environ, **(env or {})}, timeout=300)
+
+
+# --- TensorRT through the simulator (tests/trt_sim) ----------------------------------------------
+
+SIM_PATH = str(REPO / "tests" / "trt_sim")
+SETTINGS = EngineSettings(enabled=True, precision="auto", dla_core=-1, workspace_mb=256, optimization_level=1,
+                          build_timeout_s=120)
+
+
+def unload_tensorrt() -> None:
+    for name in [m for m in sys.modules if m == "tensorrt" or m.startswith("pycuda")]:
+        del sys.modules[name]
+    platform_module.probe_platform.cache_clear()
+
+
+@pytest.fixture
+def trt(monkeypatch, request):
+    """The simulated TensorRT of the version in the test's `version` mark (default 10.3.0)."""
+    marker = request.node.get_closest_marker("version")
+    monkeypatch.setenv("TRT_SIM_VERSION", marker.args[0] if marker else "10.3.0")
+    monkeypatch.syspath_prepend(SIM_PATH)  # inherited by the builder's spawned child
+    unload_tensorrt()
+    module = importlib.import_module("tensorrt")
+    module.SIM.reset()
+    yield module
+    unload_tensorrt()
+
+
+@pytest.fixture
+def tables(store, tmp_path):
+    directory = tmp_path / "tables"
+    directory.mkdir()
+    return directory
+
+
+def manager(store, tmp_path, tables, settings=SETTINGS, platform=None) -> EngineManager:
+    """An engine manager over a test's own engine cache and tables directory."""
+    return EngineManager(store, tmp_path / "engines", settings, tables, platform=platform)

@@ -6,7 +6,8 @@ import numpy as np
 import soundfile
 
 from device.models.asr import read_vocabulary
-from tests.conftest import run_cli, words
+from device.models.asr import words
+from tests.conftest import run_cli
 
 BECKETT = "Ever tried. Ever failed. No matter. Try again. Fail again. Fail better."
 

@@ -13,7 +13,7 @@ import pytest
 
 from device.avatar.animator import Avatar, State
 from device.avatar.mouths import LEAD_S, mouth_at
-from device.avatar.renderer import Renderer
+from device.avatar.renderer import Colours, Renderer
 from device.conversation.visemes import viseme_timeline
 from device.settings import load_settings
 from tests.conftest import REPO, run_cli
@@ -22,7 +22,7 @@ from tests.conftest import REPO, run_cli
 @pytest.fixture(scope="module")
 def renderer():
     avatar = load_settings().avatar
-    return Renderer(640, 360, avatar.colours())
+    return Renderer(640, 360, Colours.of(avatar))
 
 
 def test_mouth_follows_the_phonemes_of_a_synthesized_sentence(tts):
@@ -131,9 +131,9 @@ def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path):
         "import sys, time, numpy as np\n"
         "from device.avatar.animator import Avatar\n"
         "from device.avatar.display import open_display\n"
-        "from device.avatar.renderer import Renderer\n"
+        "from device.avatar.renderer import Colours, Renderer\n"
         "from device.settings import load_settings\n"
-        "renderer = Renderer(640, 360, load_settings().avatar.colours())\n"
+        "renderer = Renderer(640, 360, Colours.of(load_settings().avatar))\n"
         "frame = renderer.render(Avatar(seed=2).pose(1.0))\n"
         f"np.save({str(frame_path)!r}, frame)\n"
         "sink = open_display('window', 640, 360, 30)\n"
@@ -165,7 +165,7 @@ def test_bench_render_reports_fps_cpu_and_av_offset():
 
 
 def test_states_change_on_conversation_messages():
-    from device.conversation.messages import Interrupt, ReplyChunk, SpeechStarted, Utterance, Viseme
+    from device.messages import Interrupt, ReplyChunk, SpeechStarted, Utterance, Viseme
 
     avatar = Avatar()
     clock = [0]

@@ -6,7 +6,8 @@ import numpy as np
 import soundfile
 
 from device.audio_file import resample
-from tests.conftest import run_cli, words
+from device.models.asr import words
+from tests.conftest import run_cli
 
 
 def test_bench_turn_on_a_directory_of_recorded_and_synthesized_questions(tmp_path, beckett, tts):

@@ -15,9 +15,10 @@ from device.conversation.knowledge import load_knowledge
 from device.conversation.speech_out import SpeechOut
 from device.conversation.turn_loop import Conversation
 from device.conversation.visit import MicrophoneClock, Question, bundled_questions, play_visit
-from device.models.vad import FRAME
+from engines.model_specs import FRAME
 from device.sound.speakers import RecordingSpeaker
-from tests.conftest import run_cli, words
+from device.models.asr import words
+from tests.conftest import run_cli
 
 ENDPOINT = EndpointSettings(vad_threshold=0.5, onset_ms=64, hangover_ms=400, pre_roll_ms=256, max_utterance_s=15.0)
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from device.conversation.endpointer import Endpointer, EndpointSettings
-from device.conversation.messages import SpeechPaused, SpeechResumed, SpeechStarted, Utterance
-from device.models.vad import FRAME
+from device.messages import SpeechPaused, SpeechResumed, SpeechStarted, Utterance
+from engines.model_specs import FRAME
 
 SETTINGS = EndpointSettings(vad_threshold=0.5, onset_ms=64, hangover_ms=320, pre_roll_ms=128, max_utterance_s=2.0)
 

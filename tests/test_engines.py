@@ -4,59 +4,20 @@ the real library on an Orin: `pytest -m jetson tests/test_engines_jetson.py`."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from engines import platform as platform_module
 from engines.engine_cache import EngineCache
-from engines.engine_manager import EngineManager, EngineSettings
 from engines.errors import RunnerError
 from engines.fallback import FallbackRunner
-from engines.model_policy import POLICIES
+from engines.model_specs import MODELS
 from engines.onnxrt_runner import OnnxRuntimeRunner
 from engines.tensorrt_runner import TensorRTRunner
-from tests.conftest import REPO, run_cli
+from tests.conftest import SETTINGS, SIM_PATH, manager, run_cli, unload_tensorrt
 from tests.table_maker import make_table
-
-SIM_PATH = str(REPO / "tests" / "trt_sim")
-SETTINGS = EngineSettings(enabled=True, precision="auto", dla_core=-1, workspace_mb=256, optimization_level=1,
-                          build_timeout_s=120)
-
-
-def _unload() -> None:
-    for name in [m for m in sys.modules if m == "tensorrt" or m.startswith("pycuda")]:
-        del sys.modules[name]
-    platform_module.probe_platform.cache_clear()
-
-
-@pytest.fixture
-def trt(monkeypatch, request):
-    """The simulated TensorRT of the version in the test's `version` mark (default 10.3.0)."""
-    marker = request.node.get_closest_marker("version")
-    monkeypatch.setenv("TRT_SIM_VERSION", marker.args[0] if marker else "10.3.0")
-    monkeypatch.syspath_prepend(SIM_PATH)  # inherited by the builder's spawned child
-    _unload()
-    module = importlib.import_module("tensorrt")
-    module.SIM.reset()
-    yield module
-    _unload()
-
-
-@pytest.fixture
-def tables(store, tmp_path):
-    directory = tmp_path / "tables"
-    directory.mkdir()
-    return directory
-
-
-def manager(store, tmp_path, tables, settings=SETTINGS, platform=None) -> EngineManager:
-    return EngineManager(store, tmp_path / "engines", settings, tables, platform=platform)
-
 
 def lines():
     seen = []
@@ -84,7 +45,7 @@ def test_first_build_then_cache_hit(trt, store, tmp_path, tables):
 def test_every_key_component_changes_the_key(trt, store, tmp_path, tables):
     make_table(store, "face", tables)
     engines = manager(store, tmp_path, tables)
-    policy = POLICIES["face"]
+    policy = MODELS["face"]
     base = engines.key(policy, "int8", None)
     variants = [
         engines.key(policy, "fp16", None),
@@ -126,7 +87,7 @@ def test_engine_from_another_tensorrt_version_is_never_reused(trt, store, tmp_pa
     built = manager(store, tmp_path, tables).ensure("face")
     runner = TensorRTRunner("face", built.engine, precision="int8")
     monkeypatch.setenv("TRT_SIM_VERSION", "10.3.1")
-    _unload()
+    unload_tensorrt()
     with pytest.raises(RunnerError, match="could not deserialize"):
         runner.activate()
 
@@ -136,7 +97,7 @@ def test_header_mismatched_table_is_refused_before_the_build(trt, store, tmp_pat
 
     make_table(store, "face", tables)
     engines = manager(store, tmp_path, tables)
-    request = engines._request(POLICIES["face"], engines.key(POLICIES["face"], "int8", None))
+    request = engines._request(MODELS["face"], engines.key(MODELS["face"], "int8", None))
     stale = request.calibration_cache.replace(b"TRT-100300-", b"TRT-8601-")
     bad = BuildRequest(**{**request.__dict__, "calibration_cache": stale})
     with pytest.raises(EngineBuildError, match="TRT-8601-EntropyCalibration2"):
@@ -199,7 +160,7 @@ def test_tensorrt_8_6_implicit_int8_with_int64_inputs_cast_down(trt, store, tmp_
     assert outcome.precision == "int8" and outcome.record.status == "valid"
     runner = TensorRTRunner("text", outcome.engine, precision="int8")
     with runner:
-        feeds = POLICIES["text"].golden()
+        feeds = MODELS["text"].golden()
         got = runner.infer(feeds)["sentence_embedding"]
     with OnnxRuntimeRunner("text", store.path("text.onnx")) as cpu:
         expected = cpu.infer(feeds)["sentence_embedding"]
@@ -218,11 +179,11 @@ def test_int8_that_fails_validation_drops_to_fp16(trt, store, tmp_path, tables, 
 
 def test_missing_table_skips_int8(trt, store, tmp_path, tables):
     engines = manager(store, tmp_path, tables)
-    assert engines.ladder(POLICIES["face"]) == ("fp16", "fp32")
+    assert engines.ladder(MODELS["face"]) == ("fp16", "fp32")
     outcome = engines.ensure("face")
     assert outcome.precision == "fp16" and outcome.reasons == ()
     make_table(store, "face", tables)
-    assert engines.ladder(POLICIES["face"]) == ("int8", "fp16", "fp32")
+    assert engines.ladder(MODELS["face"]) == ("int8", "fp16", "fp32")
 
 
 def test_build_crash_in_the_child_leaves_the_model_on_the_cpu(trt, store, tmp_path, tables, monkeypatch):
@@ -238,23 +199,27 @@ def test_fallback_answers_every_call_from_the_cpu_when_the_engine_fails(trt, sto
     make_table(store, "face", tables)
     outcome = manager(store, tmp_path, tables).ensure("face")
     cpu = OnnxRuntimeRunner("face", store.path("face.onnx"))
-    runner = FallbackRunner("face", cpu, deadline_ms=POLICIES["face"].deadline_ms)
+    now = [100.0]
+    runner = FallbackRunner("face", cpu, deadline_ms=MODELS["face"].deadline_ms, clock=lambda: now[0])
     with runner:
         runner.attach(TensorRTRunner("face", outcome.engine, precision="int8"))
-        feeds = POLICIES["face"].golden()
-        assert runner.backend == "tensorrt-gpu-int8"
+        feeds = MODELS["face"].golden()
+        assert runner.backend == "tensorrt-gpu-int8" and runner.kind == "tensorrt"
         runner.infer(feeds)
-        assert runner.stats.engine_calls == 1
+        assert runner.snapshot().engine_calls == 1
         trt.SIM.execute_raises = True  # mid-turn failure
         answer = runner.infer(feeds)
         expected = cpu.infer(feeds)
         assert all(np.array_equal(answer[k], expected[k]) for k in expected)  # answered by the CPU, nothing lost
-        assert runner.stats.fallbacks == {"error": 1} and "launch failure" in runner.stats.last_reason
-        assert runner.backend.startswith("onnxruntime-cpu")
+        assert runner.snapshot().fallbacks == {"error": 1} and "launch failure" in runner.snapshot().last_reason
+        assert runner.backend.startswith("onnxruntime-cpu") and runner.kind == "cpu"
         trt.SIM.execute_raises = False
-        runner._retry_at = 0  # the backoff has passed
+        now[0] += 4.9  # still backing off (5 s after the first failure): the CPU answers
         runner.infer(feeds)
-        assert runner.stats.engine_calls == 2
+        assert runner.snapshot().engine_calls == 1 and runner.snapshot().cpu_calls == 2
+        now[0] += 0.2  # the backoff has passed
+        runner.infer(feeds)
+        assert runner.snapshot().engine_calls == 2
 
 
 def test_deadline_overrun_hands_the_call_to_the_cpu(trt, store, tmp_path, tables):
@@ -265,10 +230,10 @@ def test_deadline_overrun_hands_the_call_to_the_cpu(trt, store, tmp_path, tables
     with runner:
         runner.attach(TensorRTRunner("face", outcome.engine, precision="int8"))
         trt.SIM.execute_delay_s = 0.5
-        answer = runner.infer(POLICIES["face"].golden())
+        answer = runner.infer(MODELS["face"].golden())
         assert "reshaped_regressor_face_4" in answer
-        assert runner.stats.fallbacks == {"deadline": 1} and runner.stats.cpu_calls == 1
-        assert "deadline" in runner.stats.last_reason
+        assert runner.snapshot().fallbacks == {"deadline": 1} and runner.snapshot().cpu_calls == 1
+        assert "deadline" in runner.snapshot().last_reason
 
 
 def test_execute_returning_false_is_an_error_the_fallback_catches(trt, store, tmp_path, tables):
@@ -278,7 +243,7 @@ def test_execute_returning_false_is_an_error_the_fallback_catches(trt, store, tm
     with runner:
         trt.SIM.execute_returns_false = True
         with pytest.raises(RunnerError, match="execution failed"):
-            runner.infer(POLICIES["face"].golden())
+            runner.infer(MODELS["face"].golden())
 
 
 def test_inference_outside_the_pushed_context_is_what_pycuda_refuses(trt):
@@ -296,11 +261,11 @@ def test_daemon_serves_from_the_cpu_then_switches_to_the_engine(trt, store, tmp_
     engines = manager(store, tmp_path, tables)
     runner = open_runner(store, "face.onnx", 1, engines)
     assert isinstance(runner, FallbackRunner)
-    runner.infer(POLICIES["face"].golden())  # answered at once, from the CPU, while the engine builds
+    runner.infer(MODELS["face"].golden())  # answered at once, from the CPU, while the engine builds
     engines.wait()
     assert runner.backend == "tensorrt-gpu-int8"
-    runner.infer(POLICIES["face"].golden())
-    assert runner.stats.engine_calls == 1 and runner.stats.cpu_calls == 1
+    runner.infer(MODELS["face"].golden())
+    assert runner.snapshot().engine_calls == 1 and runner.snapshot().cpu_calls == 1
     runner.release()
 
 
@@ -331,7 +296,7 @@ def test_dla_build_reports_layers_left_on_the_gpu(trt, store, tmp_path, tables, 
 def test_no_tensorrt_at_all(store, tmp_path, tables):
     from engines.backends import open_runner
 
-    _unload()
+    unload_tensorrt()
     engines = manager(store, tmp_path, tables)
     assert "TensorRT is not installed" in engines.unavailable
     assert isinstance(open_runner(store, "face.onnx", 1, engines), OnnxRuntimeRunner)

@@ -11,7 +11,7 @@ import pytest
 
 from engines.engine_manager import EngineManager, EngineSettings
 from engines.fallback import FallbackRunner
-from engines.model_policy import POLICIES
+from engines.model_specs import MODELS
 from engines.onnxrt_runner import OnnxRuntimeRunner
 from engines.platform import probe_platform
 from engines.tensorrt_runner import TensorRTRunner
@@ -35,7 +35,7 @@ def test_build_validate_and_reuse(platform, store, tmp_path, name):
     engines = EngineManager(store, tmp_path / "engines", SETTINGS, tmp_path)
     outcome = engines.ensure(name)
     assert outcome.engine is not None, outcome.reasons
-    assert outcome.record.validation["worst_cosine"] >= POLICIES[name].min_cosine
+    assert outcome.record.validation["worst_cosine"] >= MODELS[name].min_cosine
     lines = []
     assert EngineManager(store, tmp_path / "engines", SETTINGS, tmp_path).ensure(name, report=lines.append).engine == outcome.engine
     assert any("cached" in line for line in lines)
@@ -60,11 +60,11 @@ def test_dla_engine_with_gpu_fallback(platform, store, tmp_path):
 def test_fallback_runner_on_the_real_engine(platform, store, tmp_path):
     make_table(store, "face", tmp_path)
     outcome = EngineManager(store, tmp_path / "engines", SETTINGS, tmp_path).ensure("face")
-    runner = FallbackRunner("face", OnnxRuntimeRunner("face", store.path("face.onnx")), POLICIES["face"].deadline_ms)
+    runner = FallbackRunner("face", OnnxRuntimeRunner("face", store.path("face.onnx")), MODELS["face"].deadline_ms)
     with runner:
         runner.attach(TensorRTRunner("face", outcome.engine, precision=outcome.precision))
-        out = runner.infer(POLICIES["face"].golden())
-        assert runner.stats.engine_calls == 1 and all(np.isfinite(v).all() for v in out.values())
+        out = runner.infer(MODELS["face"].golden())
+        assert runner.snapshot().engine_calls == 1 and all(np.isfinite(v).all() for v in out.values())
 
 
 # The fixes of docs/tensorrt.md on the real library (the simulator's versions: tests/test_tensorrt_fixes.py).
@@ -113,6 +113,6 @@ def test_runners_share_the_primary_context(platform, store, tmp_path):
     outcome = EngineManager(store, tmp_path / "engines", SETTINGS, tmp_path).ensure("face", precision="fp16")
     first, second = TensorRTRunner("face", outcome.engine), TensorRTRunner("face", outcome.engine)
     with first, second:
-        first.infer(POLICIES["face"].golden())
-        second.infer(POLICIES["face"].golden())
+        first.infer(MODELS["face"].golden())
+        second.infer(MODELS["face"].golden())
         assert first._context.handle == second._context.handle

@@ -64,7 +64,7 @@ def test_played_audio_comes_back_byte_exact_with_trailing_silence(alsa):
     """(Cancelling needs real-time pacing, which the file plugin lacks: the PulseAudio test below covers it.)"""
     code = (
         "import numpy as np, time\n"
-        "from device.conversation.messages import ReplyChunk\n"
+        "from device.messages import ReplyChunk\n"
         "from device.sound.devices import DeviceSpeaker, TRAILING_SILENCE_S\n"
         "rate = 22050\n"
         "audio = (np.arange(rate) % 200 - 100).astype(np.float32) / 32767\n"
@@ -182,7 +182,7 @@ def _lag(signal: np.ndarray, pattern: np.ndarray) -> tuple[int, float]:
 def test_cancel_stops_a_device_speaker_at_once(pulse):
     code = (
         "import numpy as np, time\n"
-        "from device.conversation.messages import ReplyChunk\n"
+        "from device.messages import ReplyChunk\n"
         "from device.sound.devices import DeviceSpeaker\n"
         "speaker = DeviceSpeaker(22050)\n"
         "speaker.play(ReplyChunk(1, 0, 'long', np.full(22050 * 20, 0.2, np.float32), 22050, 0, (), True))\n"

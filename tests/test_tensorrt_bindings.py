@@ -29,7 +29,7 @@ from pathlib import Path
 import tensorrt as trt
 from engines import trt_builder
 from engines.platform import probe_platform
-from engines.model_policy import POLICIES
+from engines.model_specs import MODELS
 from engines.tensorrt_runner import TensorRTRunner
 from engines.store.model_store import ModelStore
 from engines.calibration_table import read_table, render_trt_cache
@@ -47,7 +47,7 @@ if strongly_typed:
 else:
     onnx_path, cache = store.path("face.onnx"), render_trt_cache(table, trt.__version__)
 for precision, model, path, calibration in (("int8", "face", onnx_path, cache), ("fp32", "text", store.path("text.onnx"), None)):
-    policy = POLICIES[model]
+    policy = MODELS[model]
     output = scratch / f"{model}.engine"
     request = trt_builder.BuildRequest(policy.model, str(path), precision, calibration, 0 if model == "face" else None,
                                        policy.profile, 256, 1, str(scratch / "timing.cache"), str(output),

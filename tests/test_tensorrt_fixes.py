@@ -17,13 +17,12 @@ from engines import trt_builder
 from engines.calibration_table import read_table, write_table
 from engines.engine_cache import EngineCache
 from engines.errors import OrinAvatarError
-from engines.model_policy import POLICIES
+from engines.model_specs import MODELS
 from engines.platform import probe_platform
 from engines.tensorrt_runner import TensorRTRunner
 from engines.tensorrt_support import refusals
-from tests.conftest import REPO
+from tests.conftest import REPO, SETTINGS, manager
 from tests.table_maker import make_table
-from tests.test_engines import SETTINGS, manager, trt  # noqa: F401 - the simulator fixture
 
 MAGIC = b"TRTSIM\x00\x01"
 
@@ -32,13 +31,6 @@ def engine_header(path) -> dict:
     data = path.read_bytes()
     size = struct.unpack("<I", data[len(MAGIC):len(MAGIC) + 4])[0]
     return json.loads(data[len(MAGIC) + 4:len(MAGIC) + 4 + size])
-
-
-@pytest.fixture
-def tables(tmp_path):
-    directory = tmp_path / "tables"
-    directory.mkdir()
-    return directory
 
 
 @pytest.mark.version("8.6.2")
@@ -51,7 +43,7 @@ def test_1_asr_encoder_on_8_6_builds_without_the_instance_norm_plugin_and_loads(
 @pytest.mark.version("8.6.2")
 def test_1_an_engine_holding_a_plugin_loads_only_after_plugins_are_registered(trt, store, tmp_path, monkeypatch):
     request = trt_builder.BuildRequest("asr-encoder.onnx", str(store.path("asr-encoder.onnx")), "fp32", None, None,
-                                       POLICIES["asr-encoder"].profile, 256, 1, None, str(tmp_path / "e.engine"))
+                                       MODELS["asr-encoder"].profile, 256, 1, None, str(tmp_path / "e.engine"))
     monkeypatch.setattr(trt_builder, "_parser_flags", lambda trt_module, parser: None)  # 8.6's default import
     trt_builder.build_engine(request, lambda line: None)
     assert engine_header(tmp_path / "e.engine")["plugins"] == ["InstanceNormalization_TRT"]
@@ -97,7 +89,7 @@ def test_3_an_if_with_branches_of_different_rank_is_refused(store):
 @pytest.mark.version("11.4.1")
 def test_4_tensorrt_11_has_an_fp32_rung(trt, store, tmp_path, tables):
     engines = manager(store, tmp_path, tables)
-    assert engines.ladder(POLICIES["text"]) == ("fp32",)
+    assert engines.ladder(MODELS["text"]) == ("fp32",)
     outcome = engines.ensure("text")
     assert outcome.precision == "fp32" and outcome.engine is not None, outcome.reasons
 
@@ -150,7 +142,7 @@ def test_9_runners_share_the_primary_context_and_free_their_streams(trt, store, 
     runners = [TensorRTRunner("face", outcome.engine) for _ in range(2)]
     for runner in runners:
         runner.activate()
-        runner.infer(POLICIES["face"].golden())
+        runner.infer(MODELS["face"].golden())
     assert all(r._context.primary for r in runners)
     for runner in runners:
         runner.release()

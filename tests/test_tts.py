@@ -7,7 +7,8 @@ import pytest
 import soundfile
 
 from device.audio_file import resample
-from tests.conftest import run_cli, words
+from device.models.asr import words
+from tests.conftest import run_cli
 
 SENTENCES = [
     "The museum opens at nine in the morning.",

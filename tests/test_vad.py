@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from device.models.vad import FRAME
+from engines.model_specs import FRAME
 
 
 def test_speech_frames_in_beckett_follow_the_words(vad, beckett):

@@ -15,7 +15,7 @@ from typing import Callable
 
 from device.avatar.mouths import REST, Mouth, blend, mouth_at
 from device.avatar.renderer import Pose
-from device.conversation.messages import Interrupt, ReplyChunk, SpeechStarted, Utterance, Viseme
+from device.messages import Interrupt, LookAt, Presence, ReplyChunk, SpeechStarted, Utterance, Viseme
 
 GAZE_SMOOTHING_S = 0.15  # time constant with which the eyes follow their target
 BLINK_MEAN_S = 4.0  # people blink every 2-10 s
@@ -62,8 +62,13 @@ class Avatar:
 
     def on_message(self, message: object, clock: Callable[[], int]) -> None:
         """Follow the conversation: listening while the visitor speaks, thinking until the reply,
-        speaking along the reply's visemes on the speaker's clock, silent when interrupted."""
-        if isinstance(message, SpeechStarted):
+        speaking along the reply's visemes on the speaker's clock, silent when interrupted; attentive
+        while a visitor is there, looking at them. Called only by the thread that draws the avatar."""
+        if isinstance(message, LookAt):
+            self.look_at(message.point)
+        elif isinstance(message, Presence):
+            self.set_state(State.ATTENTIVE if message.engaged else State.IDLE)
+        elif isinstance(message, SpeechStarted):
             self.set_state(State.LISTENING)
         elif isinstance(message, Utterance):
             self.set_state(State.THINKING)
@@ -86,9 +91,10 @@ class Avatar:
                     brows=_BROWS[self.state], sway=self._sway(t), glow=1.0 if self.state == State.LISTENING else 0.0)
 
     def _mouth_now(self, dt: float) -> Mouth:
-        target = mouth_at(self._visemes, self._clock(), self._rate) if self._clock and self._visemes else REST
-        if self._clock and self._visemes and self._clock() >= self._visemes[-1].sample:
-            target = REST
+        target = REST
+        if self._clock and self._visemes:
+            played = self._clock()  # read once: the reply may end between two reads
+            target = REST if played >= self._visemes[-1].sample else mouth_at(self._visemes, played, self._rate)
         self._mouth = blend(self._mouth, target, 1 - math.exp(-dt / 0.03)) if dt else target
         return self._mouth
 

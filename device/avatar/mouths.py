@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from device.conversation.messages import Viseme
+from device.messages import Viseme
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,13 @@ Every length is a fraction of the frame height, so the same pose draws the same 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import cv2
 import numpy as np
 
 from device.avatar.mouths import Mouth
+from device.settings import AvatarSettings
 
 SHIFT = 4  # sub-pixel precision of OpenCV's anti-aliased drawing (coordinates * 16)
 
@@ -25,14 +26,9 @@ class Colours:
     mouth: tuple[int, int, int]
     lines: tuple[int, int, int]
 
-
-def bgr(hex_colour: str) -> tuple[int, int, int]:
-    """'#rrggbb' -> OpenCV's (b, g, r)."""
-    value = hex_colour.lstrip("#")
-    if len(value) != 6:
-        raise ValueError(f"colour {hex_colour!r} is not #rrggbb")
-    r, g, b = (int(value[i:i + 2], 16) for i in (0, 2, 4))
-    return b, g, r
+    @classmethod
+    def of(cls, settings: AvatarSettings) -> "Colours":
+        return cls(*(settings.colour(f.name) for f in fields(cls)))
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import threading
@@ -14,33 +13,20 @@ import numpy as np
 
 from engines.errors import OrinAvatarError
 
+from device.app import App
 from device.bench.stats import percentiles_ms
 from device.bundled import SAMPLE_PHOTO
-from device.commands.context import print_json, settings_of, store_of
 from device.models import catalog
 from device.vision.camera import Camera
 from device.vision.engagement import Engagement
 from device.vision.perception import Perception
 
 
-def register(kinds: argparse._SubParsersAction) -> None:
-    bench = kinds.add_parser("io", help="microphone-to-pipeline and camera-to-gaze latency")
-    bench.add_argument("--seconds", type=float, default=10.0)
-    bench.add_argument("--camera", help="camera source (default: [camera] source, else a clip made from the bundled photo)")
-    bench.add_argument("--json", action="store_true", help="print JSON")
-    bench.set_defaults(run=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    settings = settings_of(args)
-    report = {"microphone": _microphone(settings.audio.input_device, args.seconds),
-              "camera": _camera(args.camera or settings.camera.source, settings, store_of(args), args.seconds)}
-    if args.json:
-        print_json(report)
-    else:
-        for name, result in report.items():
-            print(f"{name}: {result}")
-    return 0
+def measure_io(app: App, seconds: float, camera: str | None = None) -> dict:
+    """Microphone capture -> frame and camera frame -> gaze latencies over `seconds` each."""
+    settings = app.settings
+    return {"microphone": _microphone(settings.audio.input_device, seconds),
+            "camera": _camera(camera or settings.camera.source, settings, app.store, seconds)}
 
 
 def _microphone(device: str, seconds: float) -> dict:

@@ -7,7 +7,6 @@ with a face, one visitor question.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import sys
 import time
@@ -15,52 +14,39 @@ from typing import Callable
 
 import numpy as np
 
+from device.app import App
 from device.audio_file import read_audio
 from device.bundled import SAMPLE_PHOTO
 from device.bench.stats import peak_rss_mb, percentiles_ms
-from device.commands.context import print_json, store_of, threads_of
 from device.models import catalog
 from engines.errors import InputError
+from engines.model_specs import FRAME, SPEECH_RATE
 from engines.store.model_store import ModelStore
 
 WARMUP = 3
 
 
-def register(kinds: argparse._SubParsersAction) -> None:
-    bench = kinds.add_parser("models", help="latency and peak memory of each model on the CPU")
-    bench.add_argument("names", nargs="*", metavar="MODEL",
-                       help=f"models to measure (default all: {', '.join(catalog.MODEL_NAMES)})")
-    bench.add_argument("--runs", type=int, default=20, help="timed runs per model after warm-up (default 20)")
-    bench.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    bench.set_defaults(run=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    unknown = sorted(set(args.names) - set(catalog.MODEL_NAMES))
+def measure_models(app: App, names: list[str], runs: int) -> list[dict]:
+    """Each model in a fresh child process (so its peak RSS is its own)."""
+    unknown = sorted(set(names) - set(WORKLOADS))
     if unknown:
-        raise InputError(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(catalog.MODEL_NAMES)}")
-    store, threads = store_of(args), threads_of(args)
-    store.entries()  # a missing store is reported here, once, not in every child
+        raise InputError(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
+    if runs < 1:
+        raise InputError("--runs must be 1 or more")
+    app.store.entries()  # a missing store is reported here, once, not in every child
     results = []
     context = multiprocessing.get_context("spawn")
-    for name in args.names or catalog.MODEL_NAMES:
-        print(f"measuring {name} ({args.runs} runs)...", file=sys.stderr, flush=True)
+    for name in names or WORKLOADS:
+        print(f"measuring {name} ({runs} runs)...", file=sys.stderr, flush=True)
         with context.Pool(1) as pool:
-            results.append(pool.apply(measure, (name, str(store.root), threads, args.runs)))
-    if args.json:
-        print_json({"threads": threads, "backend": "onnxruntime-cpu", "models": results})
-    else:
-        print(f"{'model':<6} {'input':<34} {'p50 ms':>8} {'p95 ms':>8} {'peak RSS MB':>12}")
-        for r in results:
-            print(f"{r['model']:<6} {r['input']:<34} {r['latency_ms']['p50']:>8.2f} {r['latency_ms']['p95']:>8.2f} {r['peak_rss_mb']:>12.1f}")
-        print(f"(ONNX Runtime CPU, {threads} thread(s) per model, {args.runs} runs after {WARMUP} warm-up)")
-    return 0
+            results.append(pool.apply(measure, (name, str(app.store.root), app.threads, runs)))
+    return results
 
 
 def measure(name: str, store_root: str, threads: int, runs: int) -> dict:
     """Runs in the child process."""
     store = ModelStore(store_root)
-    label, call = _WORKLOADS[name](store, threads)
+    label, call = WORKLOADS[name](store, threads)
     for _ in range(WARMUP):
         call()
     times = []
@@ -73,14 +59,21 @@ def measure(name: str, store_root: str, threads: int, runs: int) -> dict:
 
 def _vad(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
     vad = catalog.load_vad(store, threads)
-    frame = read_audio(store.path("samples/beckett.wav"))[16000:16512]
+    frame = read_audio(store.path("samples/beckett.wav"))[SPEECH_RATE:SPEECH_RATE + FRAME]
     return "one 32 ms frame", lambda: vad.probability(frame)
 
 
-def _asr(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
+def _asr_encoder(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
     asr = catalog.load_asr(store, threads)
     audio = read_audio(store.path("samples/beckett.wav"))
-    return f"{len(audio) / 16000:.1f} s recorded speech", lambda: asr.transcribe(audio)
+    return f"{len(audio) / SPEECH_RATE:.1f} s recorded speech", lambda: asr.encode(audio)
+
+
+def _asr_decoder(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
+    asr = catalog.load_asr(store, threads)
+    audio = read_audio(store.path("samples/beckett.wav"))
+    hidden = asr.encode(audio)
+    return f"the transcript of {len(audio) / SPEECH_RATE:.1f} s", lambda: asr.decode(hidden, len(audio))
 
 
 def _tts(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
@@ -103,4 +96,6 @@ def _text(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
     return "one visitor question", lambda: text.embed(["Where can I buy tickets for the exhibition?"])
 
 
-_WORKLOADS = {"vad": _vad, "asr": _asr, "tts": _tts, "face": _face, "text": _text}
+# One workload per model of engines.model_specs.MODELS, under its name.
+WORKLOADS = {"vad": _vad, "asr-encoder": _asr_encoder, "asr-decoder": _asr_decoder, "tts": _tts, "face": _face,
+             "text": _text}

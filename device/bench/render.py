@@ -8,46 +8,34 @@ lines them up best (positive: the mouth is late).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 import numpy as np
 
+from engines.errors import InputError
+
+from device.app import App
 from device.avatar.animator import Avatar
 from device.avatar.display import open_display
-from device.avatar.renderer import Renderer
-from device.commands.context import print_json, settings_of, store_of
+from device.avatar.renderer import Colours, Renderer
 from device.conversation.visemes import viseme_timeline
 from device.models import catalog
 
 SENTENCE = "Welcome to the visitor centre! The main hall is straight ahead, and the cafe is upstairs."
 
 
-def register(kinds: argparse._SubParsersAction) -> None:
-    bench = kinds.add_parser("render", help="avatar fps, CPU per frame and A/V offset")
-    bench.add_argument("--seconds", type=float, default=10.0, help="how long to render (default 10)")
-    bench.add_argument("--json", action="store_true", help="print JSON")
-    bench.set_defaults(run=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    settings = settings_of(args).avatar
-    tts = catalog.load_tts(store_of(args), variability=0.0)
+def measure_render(app: App, seconds: float) -> dict:
+    """Render a synthesized reply at the configured size and rate for `seconds`."""
+    if seconds <= 0:
+        raise InputError("--seconds must be above 0")
+    tts = catalog.load_tts(app.store, variability=0.0)
     chunk = next(tts.synthesize(SENTENCE))
-    report = measure(settings, chunk.audio, viseme_timeline(chunk.phonemes), tts.sample_rate, args.seconds)
-    if args.json:
-        print_json(report)
-    else:
-        print(f"{report['width']}x{report['height']} to {report['display']}: {report['fps']:.1f} fps "
-              f"(target {report['target_fps']:.0f}), {report['cpu_ms_per_frame']:.2f} ms CPU per frame, "
-              f"{report['cpu_percent_of_one_core']:.1f}% of one core; mouth-to-sound offset "
-              f"{report['av_offset_ms']:+.0f} ms (correlation {report['av_correlation']:.2f})")
-    return 0
+    return measure(app.settings.avatar, chunk.audio, viseme_timeline(chunk.phonemes), tts.sample_rate, seconds)
 
 
 def measure(settings, audio: np.ndarray, visemes: tuple, rate: int, seconds: float) -> dict:
-    renderer = Renderer(settings.width, settings.height, settings.colours())
+    renderer = Renderer(settings.width, settings.height, Colours.of(settings))
     sink = open_display(settings.display if settings.display != "file" else "none", settings.width, settings.height, settings.fps)
     avatar = Avatar()
     period = 1 / settings.fps

@@ -8,9 +8,7 @@ the turn latency (last speech sample -> first reply sample at the speaker).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import sys
 from pathlib import Path
 
@@ -18,67 +16,47 @@ import numpy as np
 
 from engines.errors import InputError
 
+from device.app import App
 from device.audio_file import read_audio
 from device.bench.stats import percentiles_ms
-from device.commands.context import settings_of, store_of, threads_of
-from device.conversation.assembly import build_conversation
 from device.conversation.report import turn_report
-from device.conversation.visit import Question, bundled_questions, play_visit
+from device.conversation.visit import Question, play_visit
 from device.sound.speakers import RecordingSpeaker
 
 SPANS = ("endpoint", "asr", "dialogue", "first_chunk", "first_audio")  # consecutive; they sum to "turn"
 
 
-def register(kinds: argparse._SubParsersAction) -> None:
-    bench = kinds.add_parser("turn", help="turn latency per stage (p50/p95/p99) through the real pipeline")
-    bench.add_argument("--audio", type=Path, help="directory of WAV files, one visitor question each (default: the bundled visit)")
-    bench.add_argument("--repeat", type=int, default=3, help="times each question is asked (default 3)")
-    bench.add_argument("--json", type=Path, dest="json_out", metavar="FILE", help="write the report as JSON")
-    bench.add_argument("--plot", type=Path, metavar="FILE.png", help="stacked bars of where the time went (needs matplotlib)")
-    bench.add_argument("--compare", type=Path, metavar="FILE.json", help="print the ratio of each figure to an earlier report")
-    bench.add_argument("--no-cache", action="store_true", help="synthesize every answer (no speech cache)")
-    bench.set_defaults(run=_run)
-
-
 def site_questions(directory: Path) -> list[Question]:
+    if not directory.is_dir():
+        raise InputError(f"{directory} is not a directory of WAV files")
     files = sorted(p for p in directory.iterdir() if p.suffix.lower() in (".wav", ".flac"))
     if not files:
         raise InputError(f"{directory} has no .wav or .flac files; put one visitor question in each")
     return [Question(read_audio(p), p.name) for p in files]
 
 
-def _run(args: argparse.Namespace) -> int:
-    if args.repeat < 1:
+def measure_turns(app: App, questions: list[Question], repeat: int, cache: bool = True) -> dict:
+    """Ask every question `repeat` times through the daemon's conversation, at the microphone's pace."""
+    if repeat < 1:
         raise InputError("--repeat must be 1 or more")
-    if args.audio is not None and not args.audio.is_dir():
-        raise InputError(f"{args.audio} is not a directory of WAV files")
-    settings, store, threads = settings_of(args), store_of(args), threads_of(args)
-    if args.no_cache:
+    settings, threads = app.settings, app.threads
+    if not cache:
         settings = dataclasses.replace(settings, tts=dataclasses.replace(settings.tts, cache=False))
-    questions = site_questions(args.audio) if args.audio else bundled_questions()
     print(f"loading models ({threads} thread(s) per model)...", file=sys.stderr, flush=True)
     speakers: list[RecordingSpeaker] = []
-    conversation = build_conversation(settings, store, threads, lambda rate: speakers.append(RecordingSpeaker(rate)) or speakers[-1])
+    conversation = app.conversation(lambda rate: speakers.append(RecordingSpeaker(rate)) or speakers[-1],
+                                    build_engines=False, settings=settings)
     conversation.speech.wait_prepared()  # measure turns, not the start-up synthesis competing for the CPU
     try:
-        for round_ in range(args.repeat):
-            print(f"round {round_ + 1}/{args.repeat}: {len(questions)} question(s) in real time", file=sys.stderr, flush=True)
+        for round_ in range(repeat):
+            print(f"round {round_ + 1}/{repeat}: {len(questions)} question(s) in real time", file=sys.stderr, flush=True)
             play_visit(conversation, questions, realtime=True)
     finally:
         conversation.close()
         speakers[0].close()
-    report = build_report(questions, [turn_report(t) for t in conversation.turns], args.repeat, threads,
-                          settings.endpoint.hangover_ms,
-                          {name: r.backend for name, r in conversation.runners().items()}, settings.tts.cache)
-    print_report(report)
-    if args.json_out:
-        args.json_out.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"wrote {args.json_out}")
-    if args.plot:
-        plot_report(report, args.plot)
-    if args.compare:
-        print_comparison(report, json.loads(args.compare.read_text()))
-    return 0
+    return build_report(questions, [turn_report(t) for t in conversation.turns], repeat, threads,
+                        settings.endpoint.hangover_ms,
+                        {name: r.backend for name, r in conversation.runners().items()}, settings.tts.cache)
 
 
 def build_report(questions: list[Question], turns: list[dict], repeat: int, threads: int, hangover_ms: int,

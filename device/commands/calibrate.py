@@ -10,7 +10,7 @@ from engines.errors import InputError
 
 from calibration import TABLES_DIR
 from calibration.targets import TARGETS
-from device.commands.context import store_of
+from device.app import App
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -28,7 +28,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     calibrate.set_defaults(run=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(app: App, args: argparse.Namespace) -> int:
     from calibration.calibrate import calibrate, check
 
     unknown = sorted(set(args.models) - set(TARGETS))
@@ -36,7 +36,7 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(f"unknown model(s) {', '.join(unknown)}; INT8 models are {', '.join(TARGETS)}")
     if args.samples < 1:
         raise InputError("--samples must be 1 or more")
-    store = store_of(args)
+    store = app.store
     results = []
     for name in args.models or TARGETS:
         method = args.method or TARGETS[name].method

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
+from engines.errors import InputError
+
+from device.app import App
 from device.audio_file import write_wav
 from device.avatar.display import VideoFileSink
 from device.avatar.playback import render_replies
-from device.avatar.renderer import Renderer
-from device.commands.context import print_json, settings_of, store_of, threads_of
-from device.conversation.assembly import build_conversation, build_dialogue
+from device.avatar.renderer import Colours, Renderer
+from device.commands.context import print_json
 from device.conversation.report import turn_report, print_turn_table
 from device.conversation.visit import bundled_questions, play_visit
 from device.sound.speakers import RecordingSpeaker
@@ -34,7 +36,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def _avatar_video(settings, turns, path: Path) -> list[Path]:
     """The avatar speaking every answer, lip-synced, with the answers' audio muxed in."""
     avatar = settings.avatar
-    renderer = Renderer(avatar.width, avatar.height, avatar.colours())
+    renderer = Renderer(avatar.width, avatar.height, Colours.of(avatar))
     sink = VideoFileSink(path, avatar.width, avatar.height, avatar.fps)
     replies = [(t.reply_audio, tuple(v for c in t.chunks for v in c.visemes), t.chunks[0].sample_rate)
                for t in turns if t.chunks]
@@ -42,8 +44,10 @@ def _avatar_video(settings, turns, path: Path) -> list[Path]:
     return sink.close(soundtrack, replies[0][2] if replies else 22050)
 
 
-def _ask(args: argparse.Namespace) -> int:
-    dialogue = build_dialogue(settings_of(args), store_of(args), threads_of(args))
+def _ask(app: App, args: argparse.Namespace) -> int:
+    if not args.question.strip():
+        raise InputError("the question is empty; type what a visitor would ask")
+    dialogue = app.dialogue()
     answer = dialogue.answer(args.question)
     ranking = dialogue.rank(args.question)[:3]
     if args.json:
@@ -57,14 +61,17 @@ def _ask(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo(args: argparse.Namespace) -> int:
-    settings, store, threads = settings_of(args), store_of(args), threads_of(args)
+def _demo(app: App, args: argparse.Namespace) -> int:
+    settings, threads = app.settings, app.threads
     out: Path = args.out
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file; give a directory for the replies, latency.json and avatar.mp4")
     out.mkdir(parents=True, exist_ok=True)
     print("loading models...", file=sys.stderr, flush=True)
     speakers: list[RecordingSpeaker] = []
-    conversation = build_conversation(settings, store, threads,
-                                      lambda rate: speakers.append(RecordingSpeaker(rate, realtime=True)) or speakers[-1])
+    conversation = app.conversation(lambda rate: speakers.append(RecordingSpeaker(rate, realtime=True)) or speakers[-1],
+                                    build_engines=False)
+    print("models on: " + ", ".join(f"{n} {r.backend}" for n, r in conversation.runners().items()), file=sys.stderr)
     questions = bundled_questions()
     print(f"playing {len(questions)} spoken questions in real time...", file=sys.stderr, flush=True)
     try:

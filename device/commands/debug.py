@@ -10,8 +10,9 @@ import numpy as np
 
 from engines.errors import InputError
 
+from device.app import App
 from device.audio_file import read_audio, write_wav
-from device.commands.context import print_json, store_of, threads_of
+from device.commands.context import print_json
 from device.models import catalog
 from device.models.faces import KEYPOINTS
 
@@ -34,9 +35,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     faces.set_defaults(run=_detect_faces)
 
 
-def _transcribe(args: argparse.Namespace) -> int:
+def _transcribe(app: App, args: argparse.Namespace) -> int:
     audio = read_audio(args.audio)
-    asr = catalog.load_asr(store_of(args), threads_of(args))
+    asr = catalog.load_asr(app.store, app.threads)
     started = time.perf_counter()
     transcript = asr.transcribe(audio)
     seconds = time.perf_counter() - started
@@ -48,8 +49,8 @@ def _transcribe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _speak(args: argparse.Namespace) -> int:
-    tts = catalog.load_tts(store_of(args), threads_of(args))
+def _speak(app: App, args: argparse.Namespace) -> int:
+    tts = catalog.load_tts(app.store, app.threads)
     chunks = list(tts.synthesize(args.text))
     audio = np.concatenate([c.audio for c in chunks])
     write_wav(args.out, audio, tts.sample_rate)
@@ -65,7 +66,7 @@ def _speak(args: argparse.Namespace) -> int:
     return 0
 
 
-def _detect_faces(args: argparse.Namespace) -> int:
+def _detect_faces(app: App, args: argparse.Namespace) -> int:
     import cv2
 
     if not args.image.is_file():
@@ -73,7 +74,7 @@ def _detect_faces(args: argparse.Namespace) -> int:
     image = cv2.imread(str(args.image), cv2.IMREAD_COLOR)
     if image is None:
         raise InputError(f"{args.image} is not an image OpenCV can read (JPEG, PNG, BMP, ...)")
-    faces = catalog.load_faces(store_of(args), threads_of(args)).detect(image)
+    faces = catalog.load_faces(app.store, app.threads).detect(image)
     rows = [{"box": [round(v, 1) for v in f.box], "score": round(f.score, 3),
              "keypoints": {name: [round(x, 1), round(y, 1)] for name, (x, y) in zip(KEYPOINTS, f.keypoints)}}
             for f in faces]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import glob
 
+from device.app import App
 from device.commands.context import print_json
 
 
@@ -27,7 +28,7 @@ def cameras() -> list[dict]:
     return found
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(app: App, args: argparse.Namespace) -> int:
     from device.sound.devices import list_devices
 
     sound = list_devices()

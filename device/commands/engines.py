@@ -5,20 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 
-from calibration import TABLES_DIR
 from engines import tensorrt_support
 from engines.engine_manager import EngineManager
 from engines.errors import InputError
-from engines.model_policy import POLICIES
+from engines.model_specs import MODELS
 from engines.platform import probe_platform
 from engines.store.model_store import state_home
 
-from device.commands.context import print_json, settings_of, store_of
+from device.app import App
+from device.commands.context import print_json
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     build = commands.add_parser("build", help="build (or find) and validate TensorRT engines for the models")
-    build.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all ({', '.join(POLICIES)})")
+    build.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all ({', '.join(MODELS)})")
     build.add_argument("--precision", choices=["int8", "fp16", "fp32"], help="one precision instead of each model's ladder")
     build.add_argument("--dla", type=int, choices=[0, 1], help="build for this DLA core (GPU fallback for the rest)")
     build.add_argument("--force", action="store_true", help="rebuild even if a valid engine is cached")
@@ -36,20 +36,20 @@ def register(commands: argparse._SubParsersAction) -> None:
     plan.set_defaults(run=_plan)
 
 
-def manager_of(args: argparse.Namespace) -> EngineManager:
-    return EngineManager(store_of(args), state_home() / "engines", settings_of(args).engines, TABLES_DIR)
+def manager_of(app: App) -> EngineManager:
+    return EngineManager(app.store, state_home() / "engines", app.settings.engines, app.tables)
 
 
-def _build(args: argparse.Namespace) -> int:
-    unknown = sorted(set(args.models) - set(POLICIES))
+def _build(app: App, args: argparse.Namespace) -> int:
+    unknown = sorted(set(args.models) - set(MODELS))
     if unknown:
-        raise InputError(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(POLICIES)}")
-    manager = manager_of(args)
+        raise InputError(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    manager = manager_of(app)
     if manager.unavailable:
         print(f"{manager.unavailable}\nNo engines built: every model runs on the CPU (ONNX Runtime).")
         return 0
     failed = 0
-    for name in args.models or POLICIES:
+    for name in args.models or MODELS:
         outcome = manager.ensure(name, args.precision, args.dla, args.force,
                                  report=lambda line: print(line, file=sys.stderr, flush=True))
         if outcome.engine is None:
@@ -60,8 +60,8 @@ def _build(args: argparse.Namespace) -> int:
     return 1 if failed and args.models else 0
 
 
-def _list(args: argparse.Namespace) -> int:
-    manager = manager_of(args)
+def _list(app: App, args: argparse.Namespace) -> int:
+    manager = manager_of(app)
     rows = [{"model": r.model, "key": r.key, "precision": r.precision, "status": r.status, "reason": r.reason,
              "build_seconds": r.build_seconds, "validation": r.validation} for r in manager.cache.records()]
     platform = manager.platform.as_dict()
@@ -71,7 +71,7 @@ def _list(args: argparse.Namespace) -> int:
     print(f"TensorRT: {platform['tensorrt'] or 'absent'}; GPU: {platform['gpu'] or 'none'}; engine cache: {manager.cache.root}")
     if manager.unavailable:
         print(f"{manager.unavailable}\nEvery model runs on the CPU (ONNX Runtime).")
-    for name, policy in POLICIES.items():
+    for name, policy in MODELS.items():
         mine = [r for r in rows if r["model"] == policy.model]
         if policy.cpu_reason:
             print(f"  {name:<12} CPU: {policy.cpu_reason}")
@@ -83,7 +83,7 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plan(args: argparse.Namespace) -> int:
+def _plan(app: App, args: argparse.Namespace) -> int:
     from engines.plan import plan
 
     if args.tensorrt:
@@ -92,7 +92,7 @@ def _plan(args: argparse.Namespace) -> int:
         version = probe_platform().tensorrt
         if version is None:
             raise InputError(f"TensorRT is not installed here; name a release: --tensorrt {'|'.join(tensorrt_support.RELEASES)}")
-    plans = plan(store_of(args), TABLES_DIR, version, dla=args.dla or settings_of(args).engines.dla_core >= 0)
+    plans = plan(app.store, app.tables, version, dla=args.dla or app.settings.engines.dla_core >= 0)
     if args.json:
         print_json({"tensorrt": version, "models": [p.as_dict() for p in plans]})
         return 0
@@ -102,7 +102,7 @@ def _plan(args: argparse.Namespace) -> int:
         print(f"  {p.model:<12} runs on {p.runs_on:<16} ladder {ladder}")
         if p.reason:
             print(f"  {'':<12} why: {p.reason}")
-        if p.dla != "yes" and p.rungs and (args.dla or settings_of(args).engines.dla_core >= 0):
+        if p.dla != "yes" and p.rungs and (args.dla or app.settings.engines.dla_core >= 0):
             print(f"  {'':<12} DLA: {p.dla}")
         for note in p.notes:
             print(f"  {'':<12} note: {note}")

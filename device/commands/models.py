@@ -9,7 +9,8 @@ from pathlib import Path
 from engines.store.model_store import default_wheelhouse, verify_entry
 from engines.store.sync import download_wheels, sync_store
 
-from device.commands.context import print_json, store_of
+from device.app import App
+from device.commands.context import print_json
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -28,8 +29,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     listing.set_defaults(run=_list)
 
 
-def _sync(args: argparse.Namespace) -> int:
-    store = store_of(args)
+def _sync(app: App, args: argparse.Namespace) -> int:
+    store = app.store
     sync_store(store.root, args.wheelhouse, report=_progress)
     return 0
 
@@ -38,15 +39,15 @@ def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _download(args: argparse.Namespace) -> int:
+def _download(app: App, args: argparse.Namespace) -> int:
     wheelhouse = args.wheelhouse or default_wheelhouse()
     download_wheels(wheelhouse, report=_progress)
     print(f"wheels in {wheelhouse}; on the robot: orin-avatar models sync --wheelhouse {wheelhouse}", file=sys.stderr)
     return 0
 
 
-def _list(args: argparse.Namespace) -> int:
-    store = store_of(args)
+def _list(app: App, args: argparse.Namespace) -> int:
+    store = app.store
     rows = []
     for name, entry in store.entries().items():
         problem = verify_entry(store.root / name, entry)

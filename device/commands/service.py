@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.resources
 import json
 import shutil
 import subprocess
@@ -11,17 +12,22 @@ from pathlib import Path
 
 from engines.errors import OrinAvatarError
 
+from device.app import App
 from device.commands.context import print_json
-from device.service import daemon
+from device.service.daemon import Daemon, RunOptions
 from device.service.doctor import run_checks
+from device.service.logs import setup_logging
 from device.service.status_socket import read_status
 
-REPO = Path(__file__).resolve().parent.parent.parent
 UNIT_DIR = Path("/etc/systemd/system")
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    daemon.register(commands)
+    run = commands.add_parser("run", help="the daemon (what systemd starts)")
+    run.add_argument("--mic", type=Path, help="a WAV file as the microphone (replays a recorded visit)")
+    run.add_argument("--speaker", type=Path, help="write the replies to this WAV file instead of the sound card")
+    run.add_argument("--camera", type=Path, help="a video file as the camera")
+    run.set_defaults(run=_run)
     status = commands.add_parser("status", help="the running daemon: backends and why, fallbacks, last turns, devices")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(run=_status)
@@ -33,14 +39,28 @@ def register(commands: argparse._SubParsersAction) -> None:
     install.set_defaults(run=_install)
 
 
-def _status(args: argparse.Namespace) -> int:
+def unit_file(name: str) -> bytes:
+    """A file of systemd/: package data of device.units when installed (setup.py), the source tree's
+    systemd/ in an editable install (setuptools' editable finder does not map that package)."""
+    try:
+        return importlib.resources.files("device.units").joinpath(name).read_bytes()
+    except ModuleNotFoundError:
+        return (Path(__file__).resolve().parents[2] / "systemd" / name).read_bytes()
+
+
+def _run(app: App, args: argparse.Namespace) -> int:
+    setup_logging(args.verbose)
+    return Daemon(app, RunOptions(args.mic, args.speaker, args.camera)).run()
+
+
+def _status(app: App, args: argparse.Namespace) -> int:
     status = read_status()
     if args.json:
         print_json(status)
         return 0
     print(f"orin-avatar {status['state']} (pid {status['pid']}, up {status['uptime_s']:.0f} s): {status['status']}")
     for name, model in status["models"].items():
-        extra = f" - {model['reason']}" if model.get("reason") and model["backend"].startswith("onnxruntime") else ""
+        extra = f" - {model['reason']}" if model.get("reason") and model["kind"] == "cpu" else ""
         counts = f" engine {model['engine_calls']}, cpu {model['cpu_calls']}, fallbacks {model['fallbacks']}" if "cpu_calls" in model else ""
         print(f"  {name:<12} {model['backend']}{extra}{counts}")
     for device, state in status["devices"].items():
@@ -53,8 +73,8 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _doctor(args: argparse.Namespace) -> int:
-    checks = run_checks(args)
+def _doctor(app: App, args: argparse.Namespace) -> int:
+    checks = run_checks(app)
     if args.json:
         print_json([c.__dict__ for c in checks])
     else:
@@ -65,14 +85,14 @@ def _doctor(args: argparse.Namespace) -> int:
     return 1 if any(c.level == "FAIL" for c in checks) else 0
 
 
-def _install(args: argparse.Namespace) -> int:
+def _install(app: App, args: argparse.Namespace) -> int:
     if shutil.which("systemctl") is None:
         raise OrinAvatarError("systemctl not found: this machine does not run systemd")
     for name, dest in (("orin-avatar.service", UNIT_DIR), ("orin-avatar.sysusers", Path("/usr/lib/sysusers.d")),
                        ("orin-avatar.tmpfiles", Path("/usr/lib/tmpfiles.d"))):
         target = dest / (name.replace(".sysusers", ".conf").replace(".tmpfiles", ".conf"))
         dest.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(REPO / "systemd" / name, target)
+        target.write_bytes(unit_file(name))
         print(f"installed {target}")
     commands = [["systemd-sysusers"], ["systemd-tmpfiles", "--create"], ["systemctl", "daemon-reload"]]
     if not args.no_enable:
@@ -82,6 +102,6 @@ def _install(args: argparse.Namespace) -> int:
         if result.returncode != 0:
             raise OrinAvatarError(f"{' '.join(command)} failed: {result.stderr.strip()}")
     print(json.dumps({"installed": True, "enabled": not args.no_enable}))
-    print("the unit expects the install in /opt/orin-avatar (its .venv); start it with: systemctl start orin-avatar",
+    print("the unit runs /opt/orin-avatar/.venv/bin/orin-avatar (see README); start it with: systemctl start orin-avatar",
           file=sys.stderr)
     return 0

@@ -16,6 +16,7 @@ from typing import Callable
 from device.conversation.knowledge import Intent, load_knowledge
 from device.conversation.llm import LlmClient
 from device.models.text_encoder import TextEncoder
+from device.settings import DialogueSettings
 
 STOP, REPEAT, REPHRASE = "stop", "repeat", "rephrase"
 # Built-ins that act (tell the time, stop talking...) need a closer match than an answer does:
@@ -41,18 +42,6 @@ class Answer:
     score: float
     text: str  # empty for 'stop'
     source: str  # builtin | knowledge | llm | fallback
-
-
-@dataclass(frozen=True)
-class DialogueSettings:
-    """[dialogue] in the settings file."""
-
-    knowledge: str  # knowledge base TOML; "" is the embedded visitor-centre example
-    threshold: float  # cosine similarity below which the visitor is asked to rephrase
-
-    def __post_init__(self) -> None:
-        if not 0 < self.threshold < 1:
-            raise ValueError(f"threshold must be between 0 and 1, got {self.threshold}")
 
 
 class Dialogue:

@@ -8,35 +8,12 @@ if the visitor goes on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from device.conversation.messages import MIC_RATE, SpeechPaused, SpeechResumed, SpeechStarted, Utterance
-from device.models.vad import FRAME
+from engines.model_specs import FRAME
 
-
-@dataclass(frozen=True)
-class EndpointSettings:
-    """[endpoint] in the settings file (defaults in device/default.toml)."""
-
-    vad_threshold: float  # VAD probability that counts as speech
-    onset_ms: int  # speech this long starts an utterance
-    hangover_ms: int  # silence this long ends it
-    pre_roll_ms: int  # audio kept from before the speech start
-    max_utterance_s: float  # a longer utterance is cut here
-
-    def __post_init__(self) -> None:
-        if not 0 < self.vad_threshold < 1:
-            raise ValueError(f"vad_threshold must be between 0 and 1, got {self.vad_threshold}")
-        for key in ("onset_ms", "hangover_ms", "pre_roll_ms"):
-            if not 0 <= getattr(self, key) <= 5000:
-                raise ValueError(f"{key} must be between 0 and 5000 ms, got {getattr(self, key)}")
-        if not 1 <= self.max_utterance_s <= 60:
-            raise ValueError(f"max_utterance_s must be between 1 and 60 s, got {self.max_utterance_s}")
-
-    def frames(self, ms: float) -> int:
-        return max(1, round(ms / 1000 * MIC_RATE / FRAME))
+from device.messages import SpeechPaused, SpeechResumed, SpeechStarted, Utterance
+from device.settings import EndpointSettings
 
 
 Event = SpeechStarted | SpeechPaused | SpeechResumed | Utterance

@@ -6,16 +6,13 @@ Errors name the file, the line and the key, so an operator can fix a typo from t
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from engines.errors import OrinAvatarError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
+from device.toml_file import tomllib
+
 
 EXAMPLE_FILE = Path(__file__).parent.parent / "knowledge" / "visitor_centre.toml"
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")

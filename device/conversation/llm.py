@@ -10,32 +10,10 @@ import json
 import logging
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+
+from device.settings import LlmSettings
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LlmSettings:
-    """[llm] in the settings file."""
-
-    url: str  # base URL, e.g. http://10.0.0.5:8000/v1 ; empty disables the LLM
-    model: str
-    timeout_s: float
-    system_prompt: str
-    max_words: int
-
-    def __post_init__(self) -> None:
-        if self.url and not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
-        if not 0.1 <= self.timeout_s <= 10:
-            raise ValueError(f"timeout_s must be between 0.1 and 10 s, got {self.timeout_s}")
-        if self.max_words < 1:
-            raise ValueError(f"max_words must be 1 or more, got {self.max_words}")
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.url)
 
 
 class LlmClient:

@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from typing import Iterator
 
-from device.conversation.messages import ReplyChunk
+from device.messages import ReplyChunk
 from device.conversation.visemes import viseme_timeline
 from device.models.tts import SpeechChunk, SpeechSynthesizer
 

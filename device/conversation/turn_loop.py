@@ -25,11 +25,12 @@ import numpy as np
 
 from device.conversation.dialogue import STOP, Answer, Dialogue
 from device.conversation.endpointer import Endpointer, EndpointSettings
-from device.conversation.messages import (Interrupt, ReplyChunk, SpeechPaused, SpeechResumed, SpeechStarted, TurnTimings,
+from device.messages import (Interrupt, ReplyChunk, SpeechPaused, SpeechResumed, SpeechStarted, TurnTimings,
                                          Utterance)
 from device.conversation.speech_out import SpeechOut
 from device.models.asr import SpeechRecognizer, Transcript
-from device.models.vad import FRAME, VoiceActivityDetector
+from device.models.vad import VoiceActivityDetector
+from engines.model_specs import FRAME
 from device.sound.speakers import Speaker
 from engines.runner import Runner
 
@@ -71,7 +72,8 @@ class Conversation:
         self.turns: list[Turn] = []
         self.heartbeat = heartbeat
         self.observer = observer
-        self.listening = True  # False: answer nobody (no visitor engaged and listening is gated)
+        self._listening = threading.Event()  # clear: answer nobody (no visitor engaged and listening is gated)
+        self._listening.set()
         self._frame = 0
         self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
         self._speculative: tuple[int, Future[Transcript]] | None = None
@@ -116,6 +118,10 @@ class Conversation:
             turn.done.set()
             return False
         return True
+
+    def set_listening(self, listening: bool) -> None:
+        """Answer visitors (True), or nobody until a visitor is engaged (False); from any thread."""
+        (self._listening.set if listening else self._listening.clear)()
 
     def runners(self) -> dict[str, Runner]:
         """Each model's runner, for reports of which backend serves it."""
@@ -202,7 +208,7 @@ class Conversation:
         answer = self.dialogue.answer(turn.transcript)
         turn.answer = answer
         turn.timings.dialogue_done = time.monotonic()
-        if not self.listening and answer.intent != STOP:
+        if not self._listening.is_set() and answer.intent != STOP:
             turn.ignored = "no visitor engaged"
             turn.done.set()
         elif answer.intent == STOP:

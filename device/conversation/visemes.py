@@ -6,7 +6,7 @@ of their own and extend the shape before them.
 
 from __future__ import annotations
 
-from device.conversation.messages import Viseme
+from device.messages import Viseme
 from device.models.tts import PhonemeTiming
 
 REST = "rest"

@@ -3,22 +3,17 @@ microphone, the visitor waiting for each answer before asking the next."""
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from device.audio_file import read_audio
+from device.toml_file import tomllib
 from device.bundled import BUNDLED_VISIT
-from device.conversation.messages import MIC_RATE
 from device.conversation.turn_loop import Conversation
-from device.models.vad import FRAME
+from engines.model_specs import FRAME, SPEECH_RATE
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
 
 GAP_SECONDS = 0.6  # the visitor's pause after an answer before the next question
 
@@ -47,7 +42,7 @@ class MicrophoneClock:
     def wait(self) -> None:
         if not self.realtime:
             return
-        self._due += FRAME / MIC_RATE
+        self._due += FRAME / SPEECH_RATE
         delay = self._due - time.monotonic()
         if delay > 0:
             time.sleep(delay)
@@ -79,4 +74,4 @@ def play_visit(conversation: Conversation, questions: list[Question], realtime: 
         while (fed < 3 or not conversation.idle()) and time.monotonic() < deadline:
             feed(silence)
             fed += 1
-        feed(np.zeros(int(GAP_SECONDS * MIC_RATE), np.float32))
+        feed(np.zeros(int(GAP_SECONDS * SPEECH_RATE), np.float32))

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from engines.model_specs import SPEECH_RATE
 from engines.runner import Runner
 
-RATE = 16000
 BOS, EOS = 1, 2
 TOKENS_PER_SECOND = 6.5  # Moonshine's own bound on output length; stops runaway repetition
 # Moonshine invents words ("2020, lost items...") for audio that starts on the first syllable;
 # the endpointer's pre-roll gives it silence in front, and this pad does for clips without one.
 # It also covers the encoder's minimum input of about 0.1 s.
-PAD = RATE // 4
+PAD = SPEECH_RATE // 4
 MAX_SECONDS = 30  # longer audio is transcribed in windows of this length
 SPACE = "\u2581"  # SentencePiece's word-boundary mark
 # Moonshine sometimes prefers ending before the first word of a long utterance (seen on a
@@ -58,11 +59,11 @@ class SpeechRecognizer:
     def transcribe(self, audio: np.ndarray) -> Transcript:
         """Text of 16 kHz mono float32 audio."""
         audio = np.asarray(audio, np.float32)
-        window = MAX_SECONDS * RATE
+        window = MAX_SECONDS * SPEECH_RATE
         tokens: list[int] = []
         for start in range(0, max(len(audio), 1), window):
             tokens += self._decode(audio[start:start + window])
-        return Transcript(self.detokenize(tokens), tuple(tokens), len(audio) / RATE)
+        return Transcript(self.detokenize(tokens), tuple(tokens), len(audio) / SPEECH_RATE)
 
     def detokenize(self, tokens: list[int]) -> str:
         pieces = b"".join(self.vocabulary[t] for t in tokens if t < len(self.vocabulary) and t > EOS)
@@ -70,10 +71,17 @@ class SpeechRecognizer:
 
     def _decode(self, audio: np.ndarray) -> list[int]:
         audio = np.pad(audio, PAD)
-        hidden = self.encoder.infer({"input_values": audio[None, :]})["last_hidden_state"]
+        return self.decode(self.encode(audio), len(audio))
+
+    def encode(self, audio: np.ndarray) -> np.ndarray:
+        """The encoder's hidden states of (padded) 16 kHz audio."""
+        return self.encoder.infer({"input_values": audio[None, :]})["last_hidden_state"]
+
+    def decode(self, hidden: np.ndarray, samples: int) -> list[int]:
+        """Greedy decoding of `hidden` (of `samples` samples of audio) with the KV cache."""
         past = {name: np.zeros((1, HEADS, 0, HEAD_DIM), np.float32) for name in self._past_names}
         tokens, last = [], BOS
-        for step in range(max(int(len(audio) / RATE * TOKENS_PER_SECOND), 8)):
+        for step in range(max(int(samples / SPEECH_RATE * TOKENS_PER_SECOND), 8)):
             out = self.decoder.infer({
                 "input_ids": np.array([[last]], np.int64),
                 "encoder_hidden_states": hidden,
@@ -93,3 +101,24 @@ class SpeechRecognizer:
                 if step == 0 or ".decoder." in name:
                     past[name] = out[name.replace("past_key_values.", "present.")]
         return tokens
+
+
+NUMBERS = {w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
+
+
+def words(text: str) -> list[str]:
+    """A transcript as comparable words: lower case, no punctuation or hyphens ("to-morrow"), numbers
+    as digits ("ten" and "10" are the same answer)."""
+    return [NUMBERS.get(w, w) for w in re.findall(r"[a-z0-9']+", text.lower().replace("-", ""))]
+
+
+def word_error_rate(reference: str, hypothesis: str) -> float:
+    """Word-level edit distance over the reference's length."""
+    ref, hyp = words(reference), words(hypothesis)
+    distance = np.arange(len(hyp) + 1)
+    for i, r in enumerate(ref, 1):
+        previous, distance = distance, np.empty_like(distance)
+        distance[0] = i
+        for j, h in enumerate(hyp, 1):
+            distance[j] = min(previous[j] + 1, distance[j - 1] + 1, previous[j - 1] + (r != h))
+    return float(distance[-1]) / max(len(ref), 1)

@@ -13,9 +13,6 @@ from device.models.text_encoder import TextEncoder
 from device.models.tts import SpeechSynthesizer
 from device.models.vad import VoiceActivityDetector
 
-MODEL_NAMES = ("vad", "asr", "tts", "face", "text")
-
-
 def load_vad(store: ModelStore, threads: int = 1, engines=None) -> VoiceActivityDetector:
     return VoiceActivityDetector(open_runner(store, "vad.onnx", threads, engines))
 

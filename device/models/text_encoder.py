@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from engines.model_policy import TEXT_BATCH, TEXT_TOKENS
+from engines.model_specs import TEXT_BATCH, TEXT_TOKENS
 from engines.runner import Runner
 
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from engines.model_specs import FRAME, VAD_CONTEXT, VAD_STATE
 from engines.runner import Runner
-
-FRAME = 512  # samples per frame at 16 kHz (32 ms), what Silero VAD v5+ is trained on
-CONTEXT = 64  # samples of the previous frame that the model sees in front of each frame
 
 
 class VoiceActivityDetector:
@@ -18,8 +16,8 @@ class VoiceActivityDetector:
         self.reset()
 
     def reset(self) -> None:
-        self._state = np.zeros((2, 1, 128), np.float32)
-        self._context = np.zeros(CONTEXT, np.float32)
+        self._state = np.zeros(VAD_STATE, np.float32)
+        self._context = np.zeros(VAD_CONTEXT, np.float32)
 
     def feeds(self, frame: np.ndarray) -> dict[str, np.ndarray]:
         """The model's inputs for `frame` in the current stream state (calibration records them)."""
@@ -31,7 +29,7 @@ class VoiceActivityDetector:
     def probability(self, frame: np.ndarray) -> float:
         out = self.runner.infer(self.feeds(frame))
         self._state = out["stateN"]
-        self._context = np.asarray(frame, np.float32)[-CONTEXT:]
+        self._context = np.asarray(frame, np.float32)[-VAD_CONTEXT:]
         return float(out["output"][0, 0])
 
     def probabilities(self, audio: np.ndarray) -> np.ndarray:

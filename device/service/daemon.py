@@ -9,33 +9,33 @@ sent only while every worker thread has reported in within its deadline.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
+import queue
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from engines.errors import OrinAvatarError
 from engines.fallback import FallbackRunner
+from engines.model_specs import FRAME
 from engines.store.model_store import state_home
 
+from device.app import App
 from device.audio_file import read_audio, write_wav
 from device.avatar.animator import Avatar, State
 from device.avatar.display import NullSink, open_display
-from device.avatar.renderer import Renderer
-from device.commands.context import settings_of, store_of, threads_of
-from device.conversation.assembly import build_conversation
+from device.avatar.renderer import Colours, Renderer
 from device.conversation.report import turn_report
 from device.conversation.turn_loop import Conversation
 from device.conversation.visit import MicrophoneClock
+from device.messages import LookAt, Presence
 from device.models import catalog
-from device.models.vad import FRAME
 from device.service.heartbeats import Heartbeats
-from device.service.logs import setup_logging
 from device.service.notifier import Notifier, watchdog_interval
 from device.service.status_socket import StatusServer
 from device.settings import load_settings
@@ -87,9 +87,20 @@ class DeviceMicrophone:
             self.device.close()
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """Recorded devices instead of the configured ones (a replayed visit)."""
+
+    mic: Path | None = None  # a WAV file as the microphone
+    speaker: Path | None = None  # write the replies to this WAV file
+    camera: Path | None = None  # a video file as the camera
+
+
 class Daemon:
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
+    def __init__(self, app: App, options: RunOptions) -> None:
+        self.app = app
+        self.options = options
+        self.avatar_inbox: queue.SimpleQueue = queue.SimpleQueue()  # messages for the display thread's avatar
         self.notifier = Notifier()
         self.heartbeats = Heartbeats()
         self.stop = threading.Event()
@@ -108,20 +119,18 @@ class Daemon:
         signal.signal(signal.SIGHUP, lambda *_: self.reload.set())
         self.notifier.extend_timeout(120)
         self.notifier.status("loading models")
-        settings, store, threads = settings_of(self.args), store_of(self.args), threads_of(self.args)
-        microphone = FileMicrophone(self.args.mic) if self.args.mic else DeviceMicrophone(settings.audio.input_device)
+        settings = self.app.settings
+        microphone = FileMicrophone(self.options.mic) if self.options.mic else DeviceMicrophone(settings.audio.input_device)
         speakers: list = []
 
         def make_speaker(rate: int):
-            made = RecordingSpeaker(rate, realtime=True) if self.args.speaker else DeviceSpeaker(rate, settings.audio.output_device)
+            made = RecordingSpeaker(rate, realtime=True) if self.options.speaker else DeviceSpeaker(rate, settings.audio.output_device)
             speakers.append(made)
             return made
 
-        avatar = Avatar()
-        conversation = build_conversation(
-            settings, store, threads, make_speaker,
-            heartbeat=self.heartbeats.register("turns", STAGE_DEADLINE_S), report=self._progress,
-            observer=lambda message: avatar.on_message(message, lambda: self.speaker.played))
+        conversation = self.app.conversation(
+            make_speaker, build_engines=True, heartbeat=self.heartbeats.register("turns", STAGE_DEADLINE_S),
+            report=self._progress, observer=self.avatar_inbox.put)
         self.conversation, self.speaker = conversation, speakers[0]
         status = StatusServer(self.snapshot)
         workers = [threading.Thread(target=microphone.run, name="microphone", daemon=True,
@@ -133,28 +142,30 @@ class Daemon:
         for worker in workers:
             worker.start()
         self.microphone = microphone
-        self.perception = self._start_perception(settings, store, conversation, avatar)
+        self.perception = self._start_perception(settings, conversation)
         self.state = "ready"
         self.notifier.ready(self._summary())
         log.info("ready: %s", self._summary())
         try:
-            self._display_loop(settings.avatar, avatar)
+            self._display_loop(settings.avatar, Avatar())
         finally:
             self._shutdown(conversation, status, workers)
         return 0
 
     def _display_loop(self, settings, avatar: Avatar) -> None:
         """The main thread: the avatar at its frame rate (OpenCV windows belong to the main thread),
-        and reloads. A display that fails is dropped; the conversation goes on."""
+        and reloads. The avatar is changed here only: the other threads send it messages. A display
+        that fails is dropped; the conversation goes on."""
         sink = open_display(settings.display, settings.width, settings.height, settings.fps,
                             path=state_home() / "avatar.mp4" if settings.display == "file" else None)
         self.display = sink.name
-        renderer = Renderer(settings.width, settings.height, settings.colours()) if sink.name != "null" else None
+        renderer = Renderer(settings.width, settings.height, Colours.of(settings)) if sink.name != "null" else None
         started, period = time.monotonic(), 1 / settings.fps
         while not self.stop.wait(period if renderer else 0.2):
             if self.reload.is_set():
                 self.reload.clear()
                 self._reload()
+            self._deliver(avatar)
             if avatar.state == State.SPEAKING and not self.speaker.busy:
                 avatar.silence()
             if renderer is not None and not sink.show(renderer.render(avatar.pose(time.monotonic() - started))):
@@ -162,30 +173,40 @@ class Daemon:
                 sink, renderer, self.display = NullSink(), None, "lost"
         sink.close()
 
-    def _start_perception(self, settings, store, conversation: Conversation, avatar: Avatar):
+    def _deliver(self, avatar: Avatar) -> None:
+        """Apply what the other threads sent the avatar since the last frame."""
+        while True:
+            try:
+                message = self.avatar_inbox.get_nowait()
+            except queue.Empty:
+                return
+            avatar.on_message(message, lambda: self.speaker.played)
+
+    def _start_perception(self, settings, conversation: Conversation):
         """Camera -> faces -> visitor arrived (greet, listen) / left (goodbye); the avatar looks at them."""
-        source = str(self.args.camera) if self.args.camera else settings.camera.source
-        conversation.listening = not settings.camera.gate_listening
+        source = str(self.options.camera) if self.options.camera else settings.camera.source
+        conversation.set_listening(not settings.camera.gate_listening)
         if not source:
             self.camera = None
             return None
         camera_settings = settings.camera
         self.camera = Camera(source, camera_settings.width, camera_settings.height, camera_settings.fps)
-        detector = catalog.load_faces(store, 1)
-        intents = conversation.dialogue.intents
+        detector = catalog.load_faces(self.app.store, 1)
 
         def on_event(event) -> None:
+            intents = conversation.dialogue.intents
             if isinstance(event, VisitorArrived):
-                conversation.listening = True
-                avatar.set_state(State.ATTENTIVE)
+                conversation.set_listening(True)
+                self.avatar_inbox.put(Presence(True))
                 conversation.announce("greeting", intents["greeting"].answer)
             elif isinstance(event, VisitorLeft):
                 conversation.announce("goodbye", intents["goodbye"].answer)
-                conversation.listening = not camera_settings.gate_listening
-                avatar.set_state(State.IDLE)
+                conversation.set_listening(not camera_settings.gate_listening)
+                self.avatar_inbox.put(Presence(False))
 
         return Perception(self.camera, detector, Engagement(camera_settings.engagement()), camera_settings.detect_hz,
-                          on_event, avatar.look_at, self.heartbeats.register("perception", STAGE_DEADLINE_S))
+                          on_event, lambda point: self.avatar_inbox.put(LookAt(point)),
+                          self.heartbeats.register("perception", STAGE_DEADLINE_S))
 
     def _progress(self, line: str) -> None:
         self.notifier.status(line)
@@ -193,21 +214,16 @@ class Daemon:
         log.info("%s", line)
 
     def _summary(self) -> str:
-        backends = {name: runner.backend for name, runner in self.conversation.runners().items()}
-        on_cpu = [n for n, b in backends.items() if b.startswith("onnxruntime")]
-        reason = ""
-        for name in on_cpu:
-            runner = self.conversation.runners()[name]
-            if isinstance(runner, FallbackRunner):
-                reason = runner.stats.last_reason
-                break
-        return (f"ready: {len(backends) - len(on_cpu)} models on GPU, {len(on_cpu)} on CPU"
+        runners = self.conversation.runners()
+        on_cpu = [runner for runner in runners.values() if runner.kind == "cpu"]
+        reason = next((r.snapshot().last_reason for r in on_cpu if isinstance(r, FallbackRunner)), "")
+        return (f"ready: {len(runners) - len(on_cpu)} models on GPU, {len(on_cpu)} on CPU"
                 + (f" ({reason})" if reason else ""))
 
     def _reload(self) -> None:
         self.notifier.reloading()
         try:
-            settings = load_settings(self.args.config)
+            settings = load_settings(self.app.config)
             knowledge = Path(settings.dialogue.knowledge) if settings.dialogue.knowledge else None
             count = self.conversation.dialogue.reload(knowledge)
             self.last_reload = f"ok: {count} intents from {knowledge or 'the embedded example'}"
@@ -229,26 +245,27 @@ class Daemon:
         conversation.close()
         self.speaker.close()
         status.close()
-        if self.args.speaker:
+        if self.options.speaker:
             played = self.speaker.take()
-            write_wav(self.args.speaker, played, self.speaker.sample_rate)
-            log.info("stopped; wrote %.1f s of speech to %s", len(played) / self.speaker.sample_rate, self.args.speaker)
+            write_wav(self.options.speaker, played, self.speaker.sample_rate)
+            log.info("stopped; wrote %.1f s of speech to %s", len(played) / self.speaker.sample_rate, self.options.speaker)
 
     def snapshot(self) -> dict:
         """What `orin-avatar status` shows."""
         conversation = self.conversation
         models = {}
         for name, runner in conversation.runners().items():
-            entry = {"backend": runner.backend}
+            entry = {"backend": runner.backend, "kind": runner.kind}
             if isinstance(runner, FallbackRunner):
-                entry |= {"engine_calls": runner.stats.engine_calls, "cpu_calls": runner.stats.cpu_calls,
-                          "fallbacks": runner.stats.fallbacks, "reason": runner.stats.last_reason}
+                stats = runner.snapshot()
+                entry |= {"engine_calls": stats.engine_calls, "cpu_calls": stats.cpu_calls,
+                          "fallbacks": stats.fallbacks, "reason": stats.last_reason}
             models[name] = entry
         return {
             "state": self.state, "pid": os.getpid(), "uptime_s": round(time.monotonic() - self.started, 1),
             "status": self.notifier.last_status, "models": models,
             "devices": {"microphone": self.microphone.state,
-                        "speaker": f"file {self.args.speaker}" if self.args.speaker else self.speaker.state,
+                        "speaker": f"file {self.options.speaker}" if self.options.speaker else self.speaker.state,
                         "camera": self.camera.state if self.camera else "none", "display": self.display},
             "heartbeats_s": self.heartbeats.ages(), "hung_stages": self.heartbeats.stale(),
             "knowledge": {"intents": len(conversation.dialogue.intents), "last_reload": self.last_reload},
@@ -259,16 +276,3 @@ class Daemon:
 def _short(report: dict) -> dict:
     return {k: report[k] for k in ("turn", "transcript", "intent", "source", "ignored", "interrupted")} | {
         "latency_ms": report["ms"]["turn"], "asr_ms": report["ms"]["asr"]}
-
-
-def register(commands: argparse._SubParsersAction) -> None:
-    run = commands.add_parser("run", help="the daemon (what systemd starts)")
-    run.add_argument("--mic", type=Path, help="a WAV file as the microphone (replays a recorded visit)")
-    run.add_argument("--speaker", type=Path, help="write the replies to this WAV file instead of the sound card")
-    run.add_argument("--camera", type=Path, help="a video file as the camera")
-    run.set_defaults(run=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    setup_logging(args.verbose)
-    return Daemon(args).run()

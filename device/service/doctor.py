@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import glob
 import grp
 import os
@@ -16,9 +15,10 @@ from engines.errors import OrinAvatarError
 from engines.platform import probe_platform
 from engines.store.model_store import state_home, verify_entry
 
-from calibration import TABLES_DIR
 from engines.calibration_table import read_table
-from device.commands.context import settings_of, store_of
+
+from device.app import App
+from device.avatar.display import x_display_reachable
 from device.service.status_socket import read_status
 
 SERVICE_USER = "orin-avatar"
@@ -33,17 +33,17 @@ class Check:
     fix: str = ""
 
 
-def run_checks(args: argparse.Namespace) -> list[Check]:
-    checks = [_settings(args)]
+def run_checks(app: App) -> list[Check]:
+    checks = [_settings(app)]
     checks += _platform()
-    checks += [_store(args), _tables(args), _engines(), _audio(), _video(), _display(), _service_user(), _daemon()]
+    checks += [_store(app), _tables(app), _engines(), _audio(), _video(), _display(), _service_user(), _daemon()]
     return checks
 
 
-def _settings(args) -> Check:
+def _settings(app: App) -> Check:
     try:
-        settings_of(args)
-        return Check("settings", "ok", str(args.config or "defaults (+ /etc/orin-avatar/orin-avatar.toml if present)"))
+        app.settings
+        return Check("settings", "ok", str(app.config or "defaults (+ /etc/orin-avatar/orin-avatar.toml if present)"))
     except OrinAvatarError as exc:
         return Check("settings", "FAIL", str(exc), "fix the file named above")
 
@@ -67,9 +67,9 @@ def _platform() -> list[Check]:
     return checks
 
 
-def _store(args) -> Check:
+def _store(app: App) -> Check:
     try:
-        store = store_of(args)
+        store = app.store
         bad = [name for name, entry in store.entries().items() if verify_entry(store.root / name, entry)]
     except OrinAvatarError as exc:
         return Check("model store", "FAIL", str(exc), "orin-avatar models sync")
@@ -78,10 +78,10 @@ def _store(args) -> Check:
     return Check("model store", "ok", f"{store.root}: {len(store.entries())} files verified")
 
 
-def _tables(args) -> Check:
+def _tables(app: App) -> Check:
     try:
-        store = store_of(args)
-        tables = sorted(TABLES_DIR.glob("*.json"))
+        store = app.store
+        tables = sorted(app.tables.glob("*.json"))
         for path in tables:
             table = read_table(path)
             read_table(path, store.entries()[table.model].sha256)
@@ -124,9 +124,8 @@ def _display() -> Check:
     if not display:
         return Check("display", "WARN", "DISPLAY is not set: the avatar cannot be shown",
                      "run in the kiosk's X session, or set Environment=DISPLAY=:0 in the unit")
-    number = display.split(":")[-1].split(".")[0]
-    if not Path(f"/tmp/.X11-unix/X{number}").exists():
-        return Check("display", "WARN", f"DISPLAY={display} but no X server socket /tmp/.X11-unix/X{number}",
+    if not x_display_reachable(display):
+        return Check("display", "WARN", f"DISPLAY={display} but no X server answers there",
                      "start the kiosk's X session (or Xvfb for testing)")
     return Check("display", "ok", f"DISPLAY={display}")
 
@@ -155,7 +154,7 @@ def _daemon() -> Check:
         status = read_status(timeout=2)
     except OrinAvatarError as exc:
         return Check("daemon", "WARN", str(exc), "systemctl start orin-avatar")
-    cpu = [n for n, m in status["models"].items() if m["backend"].startswith("onnxruntime")]
+    cpu = [n for n, m in status["models"].items() if m["kind"] == "cpu"]
     level = "FAIL" if status["hung_stages"] else "ok"
     return Check("daemon", level, f"{status['state']}, pid {status['pid']}, up {status['uptime_s']:.0f} s; "
                  f"{len(status['models']) - len(cpu)} model(s) on TensorRT, {len(cpu)} on the CPU"

@@ -19,8 +19,7 @@ import numpy as np
 
 from engines.errors import OrinAvatarError
 
-from device.conversation.messages import MIC_RATE
-from device.models.vad import FRAME
+from engines.model_specs import FRAME, SPEECH_RATE
 from device.sound.speakers import Speaker
 
 log = logging.getLogger(__name__)
@@ -106,7 +105,7 @@ class Microphone:
     def frames(self, stop: threading.Event) -> Iterator[np.ndarray]:
         import soxr
 
-        resampler = soxr.ResampleStream(self.rate, MIC_RATE, 1, dtype="float32")
+        resampler = soxr.ResampleStream(self.rate, SPEECH_RATE, 1, dtype="float32")
         pending = np.zeros(0, np.float32)
         seen = 0
         while not stop.is_set():

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from device.conversation.messages import ReplyChunk
+from device.messages import ReplyChunk
 
 BLOCK_SECONDS = 0.02  # playback granularity: how soon a stop takes effect
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from device.models.faces import Face
+from device.settings import EngagementSettings
 
 
 @dataclass(frozen=True)
@@ -20,13 +21,6 @@ class VisitorArrived:
 @dataclass(frozen=True)
 class VisitorLeft:
     at: float
-
-
-@dataclass(frozen=True)
-class EngagementSettings:
-    min_face_px: int
-    arrive_s: float
-    leave_s: float
 
 
 class Engagement:

@@ -15,8 +15,9 @@ from typing import Callable
 
 import numpy as np
 
-VAD_SAMPLE_RATE = 16000
-VAD_SHAPES = {"input": (1, 576), "state": (2, 1, 128)}  # one 32 ms frame and 64 samples of context
+from engines.model_specs import FRAME, SPEECH_RATE, VAD_CONTEXT, VAD_STATE
+
+VAD_SHAPES = {"input": (1, FRAME + VAD_CONTEXT), "state": VAD_STATE}  # one 32 ms frame and its context
 FACE_OPSET = 13  # TensorRT and the Q/DQ tools want opset >= 13; tflite2onnx writes 11
 
 
@@ -41,7 +42,7 @@ def _vad_fixed_rate(members: list[Path], dest: Path) -> None:
     kept = [i for i in model.graph.input if i.name != "sr"]
     del model.graph.input[:]
     model.graph.input.extend(kept)
-    model.graph.initializer.append(numpy_helper.from_array(np.array(VAD_SAMPLE_RATE, np.int64), "sr"))
+    model.graph.initializer.append(numpy_helper.from_array(np.array(SPEECH_RATE, np.int64), "sr"))
     for value in model.graph.input:
         for dim, size in zip(value.type.tensor_type.shape.dim, VAD_SHAPES[value.name]):
             dim.Clear()

@@ -1,16 +1,17 @@
 """The small typed messages the conversation stages pass to each other.
 
-Sample positions are in the stream's own clock: microphone samples at 16 kHz for what the visitor
+They are the shared vocabulary of the pipeline's stages (and the avatar's inbox), so this module
+imports nothing of the product above the model specifications. Sample positions are in the stream's own clock: microphone samples at 16 kHz for what the visitor
 says, speaker samples at the voice's rate for what the robot says. An interruption is a message too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-MIC_RATE = 16000
+from engines.model_specs import SPEECH_RATE
 
 
 @dataclass(frozen=True)
@@ -43,16 +44,7 @@ class Utterance:
 
     @property
     def seconds(self) -> float:
-        return (self.speech_end - self.speech_start) / MIC_RATE
-
-
-@dataclass(frozen=True)
-class Reply:
-    turn: int
-    intent: str
-    score: float
-    text: str
-    source: str = "knowledge"  # knowledge | builtin | llm | fallback
+        return (self.speech_end - self.speech_start) / SPEECH_RATE
 
 
 @dataclass(frozen=True)
@@ -84,6 +76,20 @@ class Interrupt:
     reason: str
 
 
+@dataclass(frozen=True)
+class LookAt:
+    """Where the visitor's face is, in camera coordinates normalised to -1..1 (None: nobody there)."""
+
+    point: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class Presence:
+    """A visitor arrived (True) or left (False)."""
+
+    engaged: bool
+
+
 @dataclass
 class TurnTimings:
     """Monotonic seconds of each step of one turn; fields are None until reached."""
@@ -96,7 +102,6 @@ class TurnTimings:
     first_chunk: float | None = None  # first TTS chunk synthesized
     first_audio: float | None = None  # first reply sample handed to the speaker
     speculative_hit: bool = False
-    extra: dict = field(default_factory=dict)
 
     def stages_ms(self) -> dict[str, float | None]:
         """Durations in ms: each stage from the previous mark, and the whole turn."""

@@ -1,0 +1,112 @@
+"""`orin-avatar bench models|turn|render|io`: speed and memory, measured (never asserted by timed tests)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from engines.errors import InputError
+
+from device.app import App
+from device.bench.io import measure_io
+from device.bench.models import WARMUP, WORKLOADS, measure_models
+from device.bench.render import measure_render
+from device.bench.turn import measure_turns, plot_report, print_comparison, print_report, site_questions
+from device.commands.context import print_json
+from device.conversation.visit import bundled_questions
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    bench = commands.add_parser("bench", help="measure speed and memory")
+    kinds = bench.add_subparsers(dest="bench", required=True, metavar="WHAT")
+
+    models = kinds.add_parser("models", help="latency and peak memory of each model on the CPU")
+    models.add_argument("names", nargs="*", metavar="MODEL", help=f"models to measure (default all: {', '.join(WORKLOADS)})")
+    models.add_argument("--runs", type=int, default=20, help="timed runs per model after warm-up (default 20)")
+    models.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    models.set_defaults(run=_models)
+
+    turn = kinds.add_parser("turn", help="turn latency per stage (p50/p95/p99) through the real pipeline")
+    turn.add_argument("--audio", type=Path, help="directory of WAV files, one visitor question each (default: the bundled visit)")
+    turn.add_argument("--repeat", type=int, default=3, help="times each question is asked (default 3)")
+    turn.add_argument("--json", type=Path, dest="json_out", metavar="FILE", help="write the report as JSON")
+    turn.add_argument("--plot", type=Path, metavar="FILE.png", help="stacked bars of where the time went (needs matplotlib)")
+    turn.add_argument("--compare", type=Path, metavar="FILE.json", help="print the ratio of each figure to an earlier report")
+    turn.add_argument("--no-cache", action="store_true", help="synthesize every answer (no speech cache)")
+    turn.set_defaults(run=_turn)
+
+    render = kinds.add_parser("render", help="avatar fps, CPU per frame and A/V offset")
+    render.add_argument("--seconds", type=float, default=10.0, help="how long to render (default 10)")
+    render.add_argument("--json", action="store_true", help="print JSON")
+    render.set_defaults(run=_render)
+
+    io = kinds.add_parser("io", help="microphone-to-pipeline and camera-to-gaze latency")
+    io.add_argument("--seconds", type=float, default=10.0)
+    io.add_argument("--camera", help="camera source (default: [camera] source, else a clip made from the bundled photo)")
+    io.add_argument("--json", action="store_true", help="print JSON")
+    io.set_defaults(run=_io)
+
+
+def _models(app: App, args: argparse.Namespace) -> int:
+    results = measure_models(app, args.names, args.runs)
+    if args.json:
+        print_json({"threads": app.threads, "backend": "onnxruntime-cpu", "models": results})
+        return 0
+    print(f"{'model':<12} {'input':<34} {'p50 ms':>8} {'p95 ms':>8} {'peak RSS MB':>12}")
+    for r in results:
+        print(f"{r['model']:<12} {r['input']:<34} {r['latency_ms']['p50']:>8.2f} {r['latency_ms']['p95']:>8.2f} {r['peak_rss_mb']:>12.1f}")
+    print(f"(ONNX Runtime CPU, {app.threads} thread(s) per model, {args.runs} runs after {WARMUP} warm-up)")
+    return 0
+
+
+def _turn(app: App, args: argparse.Namespace) -> int:
+    for path in (args.json_out, args.plot):  # checked before a run of minutes, not after it
+        if path is not None and not path.parent.is_dir():
+            raise InputError(f"{path}: its directory {path.parent} does not exist")
+    earlier = _read_report(args.compare) if args.compare else None
+    questions = site_questions(args.audio) if args.audio else bundled_questions()
+    report = measure_turns(app, questions, args.repeat, cache=not args.no_cache)
+    print_report(report)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.json_out}")
+    if args.plot:
+        plot_report(report, args.plot)
+    if earlier is not None:
+        print_comparison(report, earlier)
+    return 0
+
+
+def _read_report(path: Path) -> dict:
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--compare {path}: not a readable bench turn report ({exc})") from None
+    if not isinstance(report, dict) or "overall_ms" not in report:
+        raise InputError(f"--compare {path}: not a bench turn report (no overall_ms); write one with --json")
+    return report
+
+
+def _render(app: App, args: argparse.Namespace) -> int:
+    report = measure_render(app, args.seconds)
+    if args.json:
+        print_json(report)
+        return 0
+    print(f"{report['width']}x{report['height']} to {report['display']}: {report['fps']:.1f} fps "
+          f"(target {report['target_fps']:.0f}), {report['cpu_ms_per_frame']:.2f} ms CPU per frame, "
+          f"{report['cpu_percent_of_one_core']:.1f}% of one core; mouth-to-sound offset "
+          f"{report['av_offset_ms']:+.0f} ms (correlation {report['av_correlation']:.2f})")
+    return 0
+
+
+def _io(app: App, args: argparse.Namespace) -> int:
+    if args.seconds <= 0:
+        raise InputError("--seconds must be above 0")
+    report = measure_io(app, args.seconds, args.camera)
+    if args.json:
+        print_json(report)
+        return 0
+    for name, result in report.items():
+        print(f"{name}: {result}")
+    return 0
