@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from engines.errors import InputError
+from engines.model_specs import SPEECH_RATE
 from engines.store.model_store import ModelStore
 
 from device.audio_file import read_audio, resample
@@ -67,7 +68,7 @@ def speech(store: ModelStore, data: Path | None) -> Dataset:
     tts = catalog.load_tts(store, threads=2, variability=0.0)
     clips = []
     for i, text in enumerate(SENTENCES):
-        audio = resample(np.concatenate([c.audio for c in tts.synthesize(text)]), tts.sample_rate, 16000)
+        audio = resample(np.concatenate([c.audio for c in tts.synthesize(text)]), tts.sample_rate, SPEECH_RATE)
         noise = np.random.default_rng(i).normal(0, 0.003, audio.size).astype(np.float32)
         clips.append(Speech(np.pad(audio * (0.3 + 0.1 * (i % 4)) + noise, 4000), text))
     beckett = read_audio(store.path("samples/beckett.wav"))

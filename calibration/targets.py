@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from engines.model_specs import SPEECH_RATE
 from engines.runner import Runner
 from engines.store.model_store import ModelStore
 
@@ -112,7 +113,7 @@ def _face_gate(store: ModelStore, fp32: Runner, int8: Runner, images: list) -> G
 
 # --- speech ---------------------------------------------------------------------------------------
 
-ENCODER_WINDOW = 4 * 16000  # ONNX Runtime's range collectors need one shape for every sample
+ENCODER_WINDOW = 4 * SPEECH_RATE  # ONNX Runtime's range collectors need one shape for every sample
 
 
 def _encoder_feeds(store: ModelStore, clips: list) -> list[Feeds]:

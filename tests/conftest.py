@@ -75,6 +75,21 @@ def skimage_bgr(name: str) -> np.ndarray:
     return cv2.cvtColor(image, cv2.COLOR_GRAY2BGR) if image.ndim == 2 else cv2.cvtColor(image, cv2.COLOR_RGB2BGR)
 
 
+FPS = 10  # of the clips made by visitor_clip
+
+
+def visitor_clip(path, seconds_without: float, seconds_with: float, seconds_after: float) -> None:
+    """1280x720: an empty hall (the coffee photo), then the astronaut in it, then the hall again."""
+    hall = cv2.resize(skimage_bgr("coffee"), (1280, 720))
+    visitor = hall.copy()
+    visitor[150:662, 500:1012] = skimage_bgr("astronaut")  # a face of about 105 px
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), FPS, (1280, 720))
+    for frame, seconds in ((hall, seconds_without), (visitor, seconds_with), (hall, seconds_after)):
+        for _ in range(int(seconds * FPS)):
+            writer.write(frame)
+    writer.release()
+
+
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "device", *args], capture_output=True, text=True,
                           cwd=REPO, env={**os.environ, **(env or {})}, timeout=300)

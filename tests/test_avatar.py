@@ -145,14 +145,17 @@ def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path):
     shower = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert shower.stdout.readline().strip() == "window"
-        time.sleep(1.5)
-        shot = subprocess.run(["import", "-display", xvfb, "-window", "root", "-depth", "8", "rgb:-"], capture_output=True, timeout=30)
-        assert shot.returncode == 0, shot.stderr
+        expected = np.load(frame_path)
+        deadline = time.monotonic() + 20
+        while True:  # until the X server has mapped and painted the window (or the deadline)
+            shot = subprocess.run(["import", "-display", xvfb, "-window", "root", "-depth", "8", "rgb:-"], capture_output=True, timeout=30)
+            assert shot.returncode == 0, shot.stderr
+            screen = np.frombuffer(shot.stdout, np.uint8).reshape(360, 640, 3)[:, :, ::-1]
+            if np.array_equal(screen, expected) or time.monotonic() > deadline:
+                break
     finally:
         shower.kill()
         shower.wait()
-    screen = np.frombuffer(shot.stdout, np.uint8).reshape(360, 640, 3)[:, :, ::-1]
-    expected = np.load(frame_path)
     assert np.array_equal(screen, expected)
 
 

@@ -199,10 +199,10 @@ def test_run_without_a_microphone_says_so(tmp_path):
 
 
 def test_replayed_visit_with_camera_greets_answers_and_says_goodbye(store, tmp_path, daemons):
-    from tests.test_vision import _clip
+    from tests.conftest import visitor_clip
 
     camera = tmp_path / "camera.avi"
-    _clip(camera, 1.0, 12.0, 12.0)  # the visitor stands at the kiosk from 1 s to 13 s
+    visitor_clip(camera, 1.0, 12.0, 12.0)  # the visitor stands at the kiosk from 1 s to 13 s
     mic = _visit(tmp_path / "visit.wav", [5.0, "02-opening.wav", 25.0])
     config = tmp_path / "orin-avatar.toml"
     config.write_text("[camera]\ngate_listening = true\narrive_s = 0.5\nleave_s = 2.0\n")

@@ -30,6 +30,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     demo = commands.add_parser("demo", help="a bundled visitor conversation through the real pipeline on the CPU")
     demo.add_argument("--out", type=Path, default=Path("out"), help="directory for the reply audio and latency.json (default out/)")
+    demo.add_argument("--fast", action="store_true",
+                      help="feed the visit as fast as the machine can instead of at the microphone's pace (for tests; "
+                           "the latency figures are then not a kiosk's)")
     demo.set_defaults(run=_demo)
 
 
@@ -69,13 +72,14 @@ def _demo(app: App, args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     print("loading models...", file=sys.stderr, flush=True)
     speakers: list[RecordingSpeaker] = []
-    conversation = app.conversation(lambda rate: speakers.append(RecordingSpeaker(rate, realtime=True)) or speakers[-1],
+    conversation = app.conversation(lambda rate: speakers.append(RecordingSpeaker(rate, realtime=not args.fast)) or speakers[-1],
                                     build_engines=False)
     print("models on: " + ", ".join(f"{n} {r.backend}" for n, r in conversation.runners().items()), file=sys.stderr)
     questions = bundled_questions()
-    print(f"playing {len(questions)} spoken questions in real time...", file=sys.stderr, flush=True)
+    print(f"playing {len(questions)} spoken questions {'as fast as possible' if args.fast else 'in real time'}...",
+          file=sys.stderr, flush=True)
     try:
-        play_visit(conversation, questions, realtime=True)
+        play_visit(conversation, questions, realtime=not args.fast)
     finally:
         conversation.close()
         speakers[0].close()

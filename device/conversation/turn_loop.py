@@ -89,7 +89,7 @@ class Conversation:
     # --- the caller's side: frames in -------------------------------------------------------
 
     def feed(self, frame: np.ndarray) -> None:
-        """One 512-sample frame of 16 kHz mono float32 audio, as it arrives."""
+        """One FRAME-sample frame of SPEECH_RATE mono float32 audio, as it arrives."""
         self._arrivals.append(time.monotonic())
         self._frame += 1
         for event in self.endpointer.push(frame, self.vad.probability(frame)):
