@@ -23,7 +23,7 @@ from device.conversation.dialogue import Dialogue
 from device.conversation.knowledge import load_knowledge
 from device.conversation.llm import LlmClient
 from device.conversation.speech_out import SpeechOut
-from device.conversation.turn_loop import Conversation
+from device.conversation.turn_loop import KEEP_TURNS, Conversation
 from device.models import catalog
 from device.settings import Settings, load_settings
 from device.sound.speakers import Speaker
@@ -80,7 +80,7 @@ class App:
     def conversation(self, make_speaker: Callable[[int], Speaker], build_engines: bool,
                      heartbeat: Callable[[], None] = lambda: None, report: Callable[[str], None] = log.info,
                      observer: Callable[[object], None] = lambda message: None,
-                     settings: Settings | None = None) -> Conversation:
+                     settings: Settings | None = None, keep_turns: int | None = KEEP_TURNS) -> Conversation:
         """A ready conversation; `make_speaker` gets the voice's sample rate. Models start on the CPU
         and move to their TensorRT engines as these are found (or built, with `build_engines`); the
         knowledge base's answers start synthesizing into the cache in the background."""
@@ -92,4 +92,5 @@ class App:
         dialogue = self.dialogue(engines, settings)
         speech.prepare([i.answer for i in dialogue.intents.values() if i.answer])
         return Conversation(catalog.load_vad(self.store, engines=engines), catalog.load_asr(self.store, self.threads, engines),
-                            dialogue, speech, make_speaker(tts.sample_rate), settings.endpoint, heartbeat, observer)
+                            dialogue, speech, make_speaker(tts.sample_rate), settings.endpoint, heartbeat, observer,
+                            keep_turns)

@@ -85,7 +85,7 @@ def test_silence_and_hiss_start_no_turn(make_conversation):
     rng = np.random.default_rng(1)
     for frame in range(int(3 * 16000 / FRAME)):
         conversation.feed(np.zeros(FRAME, np.float32) if frame % 2 else rng.normal(0, 0.01, FRAME).astype(np.float32))
-    assert conversation.turns == [] and conversation.idle()
+    assert not conversation.turns and conversation.idle()
 
 
 def test_a_thirty_second_monologue_is_bounded_and_answered(make_conversation, tts):

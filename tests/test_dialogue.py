@@ -70,6 +70,23 @@ class _FakeLlm(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):  # noqa: N802
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.mode == "redirect":  # to another address: must not be followed
+            self.send_response(307)
+            self.send_header("Location", "http://127.0.0.2:9/v1/chat/completions")
+            self.end_headers()
+            return
+        if self.mode == "drip":  # a byte every 0.2 s: each read is quick, the whole reply is not
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            try:
+                for byte in b'{"choices": [{"message": {"content": "slowly"}}]}':
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(0.2)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
         if self.mode == "hang":
             time.sleep(3)
         body = (b"<html>oops</html>" if self.mode == "garbage" else json.dumps(
@@ -95,7 +112,7 @@ def llm_server():
     server.shutdown()
 
 
-@pytest.mark.parametrize("mode", ["ok", "hang", "garbage"])
+@pytest.mark.parametrize("mode", ["ok", "hang", "garbage", "drip", "redirect"])
 def test_llm_answers_or_the_knowledge_base_does_within_the_timeout(text_encoder, llm_server, mode):
     _FakeLlm.mode = mode
     settings = LlmSettings(url=f"http://127.0.0.1:{llm_server.server_port}/v1", model="m", timeout_s=0.5,
@@ -117,3 +134,13 @@ def test_ask_cli_json():
     report = json.loads(result.stdout)
     assert report["intent"] == "food" and report["answer"].startswith("The cafe")
     assert report["ranking"][0] == {"intent": "food", "score": report["score"]}
+
+
+def test_llm_ignores_the_proxy_of_the_environment(text_encoder, llm_server, monkeypatch):
+    """Only the configured address is contacted: an http_proxy in the environment is not used."""
+    _FakeLlm.mode = "ok"
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    settings = LlmSettings(url=f"http://127.0.0.1:{llm_server.server_port}/v1", model="m", timeout_s=1.0,
+                           system_prompt="be brief", max_words=40)
+    assert LlmClient(settings).answer("Hello?") == "The LLM says hi to: Hello?"

@@ -31,13 +31,17 @@ def x_display_reachable(display: str | None = None) -> bool:
         return False
     number = display[1:].split(".")[0]
     path = f"/tmp/.X11-unix/X{number}"
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            probe.settimeout(1.0)
-            probe.connect(path)
-        return True
-    except OSError:
-        return False
+    # Xorg and Xvfb also listen on the abstract socket of that name (Linux), which a service with
+    # PrivateTmp= reaches although its /tmp has no X11-unix directory; libxcb tries it first too.
+    for address in ("\0" + path, path):
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(1.0)
+                probe.connect(address)
+            return True
+        except OSError:
+            continue
+    return False
 
 
 class NullSink:

@@ -45,7 +45,7 @@ def measure_turns(app: App, questions: list[Question], repeat: int, cache: bool 
     print(f"loading models ({threads} thread(s) per model)...", file=sys.stderr, flush=True)
     speakers: list[RecordingSpeaker] = []
     conversation = app.conversation(lambda rate: speakers.append(RecordingSpeaker(rate)) or speakers[-1],
-                                    build_engines=False, settings=settings)
+                                    build_engines=False, settings=settings, keep_turns=None)
     conversation.speech.wait_prepared()  # measure turns, not the start-up synthesis competing for the CPU
     try:
         for round_ in range(repeat):

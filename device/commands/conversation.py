@@ -73,7 +73,7 @@ def _demo(app: App, args: argparse.Namespace) -> int:
     print("loading models...", file=sys.stderr, flush=True)
     speakers: list[RecordingSpeaker] = []
     conversation = app.conversation(lambda rate: speakers.append(RecordingSpeaker(rate, realtime=not args.fast)) or speakers[-1],
-                                    build_engines=False)
+                                    build_engines=False, keep_turns=None)
     print("models on: " + ", ".join(f"{n} {r.backend}" for n, r in conversation.runners().items()), file=sys.stderr)
     questions = bundled_questions()
     print(f"playing {len(questions)} spoken questions {'as fast as possible' if args.fast else 'in real time'}...",

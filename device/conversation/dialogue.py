@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 
-from device.conversation.knowledge import Intent, load_knowledge
+from device.conversation.knowledge import Intent, KnowledgeError, load_knowledge
 from device.conversation.llm import LlmClient
 from device.models.text_encoder import TextEncoder
 from device.settings import DialogueSettings
@@ -59,6 +59,10 @@ class Dialogue:
     def load(self, intents: tuple[Intent, ...]) -> None:
         """Embed every example of the knowledge base (and the built-ins) once, then swap the new
         knowledge in as one unit, so a question asked meanwhile sees the old or the new, whole."""
+        clash = sorted({i.name for i in intents} & {i.name for i in BUILTINS})
+        if clash:
+            raise KnowledgeError(f"intent name(s) {', '.join(clash)} are built in; give the knowledge base's intents other "
+                                 "names (the built-ins: " + ", ".join(i.name for i in BUILTINS) + ")")
         by_name = {i.name: i for i in (*BUILTINS, *intents)}
         owners = [i.name for i in by_name.values() for _ in i.examples]
         examples = self.encoder.embed([e for i in by_name.values() for e in i.examples])

@@ -16,6 +16,7 @@ from device.toml_file import tomllib
 
 EXAMPLE_FILE = Path(__file__).parent.parent / "knowledge" / "visitor_centre.toml"
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+_HEADER = re.compile(r"^\s*\[\[\s*intent\s*\]\]")
 
 
 class KnowledgeError(OrinAvatarError):
@@ -32,10 +33,15 @@ class Intent:
 def load_knowledge(path: Path | None = None) -> tuple[Intent, ...]:
     """Intents of `path`, or of the embedded visitor-centre example."""
     path = Path(path) if path else EXAMPLE_FILE
+    if not path.is_file():  # a directory, a FIFO (would block the reader), a device: never read
+        what = "does not exist" if not path.exists() else "is not a regular file"
+        raise KnowledgeError(f"the knowledge base {path} {what}; give a TOML file of [[intent]] tables")
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise KnowledgeError(f"cannot read the knowledge base {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise KnowledgeError(f"the knowledge base {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -46,12 +52,17 @@ def load_knowledge(path: Path | None = None) -> tuple[Intent, ...]:
     tables = data.get("intent", [])
     if not isinstance(tables, list) or not tables:
         raise KnowledgeError(f"{path}: no [[intent]] tables; see {EXAMPLE_FILE} for the format")
-    lines = [n + 1 for n, line in enumerate(text.splitlines()) if line.strip().startswith("[[intent]]")]
+    # Where each intent starts, for messages: `[[intent]]` headers (spaces allowed inside the brackets);
+    # intents written as inline tables have no header line and are named by their position.
+    lines = [n + 1 for n, line in enumerate(text.splitlines()) if _HEADER.match(line)]
+    places = [f"line {n}" for n in lines] if len(lines) == len(tables) else [f"intent {i}" for i in range(1, len(tables) + 1)]
     intents, names = [], set()
-    for table, line in zip(tables, lines):
-        intent = _intent(table, f"{path}, line {line}")
+    for table, place in zip(tables, places):
+        if not isinstance(table, dict):
+            raise KnowledgeError(f"{path}, {place}: an intent is a table of name, examples, answer")
+        intent = _intent(table, f"{path}, {place}")
         if intent.name in names:
-            raise KnowledgeError(f"{path}, line {line}: intent name '{intent.name}' is used twice")
+            raise KnowledgeError(f"{path}, {place}: intent name '{intent.name}' is used twice")
         names.add(intent.name)
         intents.append(intent)
     return tuple(intents)

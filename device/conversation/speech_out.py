@@ -17,11 +17,26 @@ from device.conversation.visemes import viseme_timeline
 from device.models.tts import SpeechChunk, SpeechSynthesizer
 
 CACHE_SIZE = 64  # sentences
+# One synthesis call's bounds: Piper's memory and time grow with the phonemes of a call (a 1,000-word
+# sentence took 70 s and 9.7 GB), so longer sentences are cut at clause breaks, then at word breaks,
+# and a "word" longer than any real one is cut too.
+MAX_WORDS_PER_CHUNK = 30
+MAX_WORD_CHARS = 40
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_CLAUSE_END = re.compile(r"(?<=[,;:])\s+")
+_UNSPEAKABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # control characters (a NUL kills espeak)
 
 
 def split_sentences(text: str) -> list[str]:
-    return [s for s in (part.strip() for part in _SENTENCE_END.split(text)) if s]
+    """Speakable pieces of `text`: sentences, long ones cut into clauses or runs of words of at most
+    MAX_WORDS_PER_CHUNK, control characters removed, overlong "words" shortened."""
+    text = _UNSPEAKABLE.sub(" ", text)
+    pieces = []
+    for sentence in (part.strip() for part in _SENTENCE_END.split(text)):
+        for clause in _CLAUSE_END.split(sentence) if len(sentence.split()) > MAX_WORDS_PER_CHUNK else [sentence]:
+            words = [w[:MAX_WORD_CHARS] for w in clause.split()]
+            pieces += [" ".join(words[i:i + MAX_WORDS_PER_CHUNK]) for i in range(0, len(words), MAX_WORDS_PER_CHUNK)]
+    return [p for p in pieces if any(c.isalnum() for c in p)]
 
 
 class SpeechOut:
@@ -32,6 +47,7 @@ class SpeechOut:
         self._lock = threading.Lock()
         self._tts_lock = threading.Lock()  # one synthesis at a time: the runner is not re-entrant
         self._preparing: threading.Thread | None = None
+        self._stop_preparing = threading.Event()
 
     def chunks(self, turn: int, text: str, cancelled: threading.Event) -> Iterator[ReplyChunk]:
         """Sentence chunks of `text`; stops early when `cancelled` is set."""
@@ -50,6 +66,8 @@ class SpeechOut:
         def run() -> None:
             for text in texts:
                 for sentence in split_sentences(text):
+                    if self._stop_preparing.is_set():
+                        return
                     self._sentence(sentence)
 
         if self.cache_enabled:
@@ -59,6 +77,12 @@ class SpeechOut:
     def wait_prepared(self, timeout: float | None = None) -> None:
         if self._preparing is not None:
             self._preparing.join(timeout)
+
+    def stop_preparing(self) -> None:
+        """Stop filling the cache after the sentence being synthesized (before the process exits: a
+        synthesis still running then aborts the interpreter's shutdown)."""
+        self._stop_preparing.set()
+        self.wait_prepared(30)
 
     def _sentence(self, sentence: str) -> SpeechChunk:
         key = sentence

@@ -35,6 +35,7 @@ from device.sound.speakers import Speaker
 from engines.runner import Runner
 
 log = logging.getLogger(__name__)
+KEEP_TURNS = 100  # turns kept for status reports; None keeps every turn (demo, benchmarks)
 
 
 @dataclass
@@ -59,7 +60,7 @@ class Turn:
 class Conversation:
     def __init__(self, vad: VoiceActivityDetector, asr: SpeechRecognizer, dialogue: Dialogue, speech: SpeechOut,
                  speaker: Speaker, endpoint: EndpointSettings, heartbeat: Callable[[], None] = lambda: None,
-                 observer: Callable[[object], None] = lambda message: None) -> None:
+                 observer: Callable[[object], None] = lambda message: None, keep_turns: int | None = KEEP_TURNS) -> None:
         """`heartbeat` is called by the turns thread at least every second while it is alive;
         `observer` sees the messages the avatar follows (SpeechStarted, Utterance, ReplyChunk,
         Interrupt), from whichever thread made them."""
@@ -69,7 +70,9 @@ class Conversation:
         self.speech = speech
         self.speaker = speaker
         self.endpointer = Endpointer(endpoint)
-        self.turns: list[Turn] = []
+        # The daemon keeps the last turns (for `status`), not every turn of weeks with its reply audio.
+        self.turns: collections.deque[Turn] = collections.deque(maxlen=keep_turns)
+        self._turn_count = 0
         self.heartbeat = heartbeat
         self.observer = observer
         self._listening = threading.Event()  # clear: answer nobody (no visitor engaged and listening is gated)
@@ -140,6 +143,10 @@ class Conversation:
         self.observer(message)
 
     def close(self) -> None:
+        """Stop now: the reply being spoken is cut (a SIGTERM must not wait for it), the cache stops filling."""
+        self._cancel.set()
+        self.speaker.stop()
+        self.speech.stop_preparing()
         self._pending.put(None)
         self._turn_thread.join(timeout=30)
         self._asr_pool.shutdown(wait=True)
@@ -160,7 +167,8 @@ class Conversation:
 
     def _new_turn(self, utterance: Utterance, timings: TurnTimings) -> Turn:
         """Numbered in order, whichever thread (microphone, perception) makes it; under self._lock."""
-        timings.turn = len(self.turns) + 1
+        self._turn_count += 1
+        timings.turn = self._turn_count
         turn = Turn(timings.turn, utterance, timings)
         self.turns.append(turn)
         return turn
@@ -240,6 +248,9 @@ class Conversation:
             while self.speaker.busy and not cancel.is_set():
                 self.speaker.wait_idle(0.05)
             turn.interrupted = cancel.is_set()
+        except Exception:  # say so: a reply that cannot be spoken must not vanish without a word
+            turn.ignored = "could not be spoken"
+            log.exception("turn %d: the reply %r could not be spoken", turn.id, turn.answer.text[:200])
         finally:
             self._replying.clear()
             turn.done.set()

@@ -161,7 +161,9 @@ class Daemon:
         self.display = sink.name
         renderer = Renderer(settings.width, settings.height, Colours.of(settings)) if sink.name != "null" else None
         started, period = time.monotonic(), 1 / settings.fps
+        beat = self.heartbeats.register("display", STAGE_DEADLINE_S)  # a hung display or reload stops the watchdog
         while not self.stop.wait(period if renderer else 0.2):
+            beat()
             if self.reload.is_set():
                 self.reload.clear()
                 self._reload()
@@ -231,6 +233,9 @@ class Daemon:
         except OrinAvatarError as exc:
             self.last_reload = f"failed, kept the previous knowledge base: {exc}"
             log.error("reload %s", self.last_reload)
+        except Exception as exc:  # a reload must never end the daemon: keep what works, say why
+            self.last_reload = f"failed, kept the previous knowledge base: {type(exc).__name__}: {exc}"
+            log.exception("reload %s", self.last_reload)
         self.notifier.ready(f"{self._summary()}; reload {self.last_reload.split(':')[0]}")
 
     def _shutdown(self, conversation: Conversation, status: StatusServer, workers: list[threading.Thread]) -> None:
@@ -269,7 +274,7 @@ class Daemon:
                         "camera": self.camera.state if self.camera else "none", "display": self.display},
             "heartbeats_s": self.heartbeats.ages(), "hung_stages": self.heartbeats.stale(),
             "knowledge": {"intents": len(conversation.dialogue.intents), "last_reload": self.last_reload},
-            "turns": [_short(turn_report(t)) for t in conversation.turns[-10:] if t.done.is_set()],
+            "turns": [_short(turn_report(t)) for t in list(conversation.turns)[-10:] if t.done.is_set()],
         }
 
 

@@ -13,9 +13,21 @@ from engines.errors import OrinAvatarError
 from engines.store.model_store import state_home
 
 
+UNIT_RUNTIME = Path("/run/orin-avatar")  # the unit's RuntimeDirectory=orin-avatar
+
+
 def socket_path() -> Path:
+    """Where the daemon listens: its RUNTIME_DIRECTORY under the unit; `status` and `doctor`, started
+    by a person without that variable, find the unit's directory when it exists."""
     runtime = os.environ.get("RUNTIME_DIRECTORY")  # systemd's RuntimeDirectory=
-    return (Path(runtime.split(":")[0]) if runtime else state_home() / "run") / "status.sock"
+    if runtime:
+        return Path(runtime.split(":")[0]) / "status.sock"
+    if (UNIT_RUNTIME / "status.sock").exists():
+        return UNIT_RUNTIME / "status.sock"
+    return state_home() / "run" / "status.sock"
+
+
+CLIENT_TIMEOUT_S = 1.0
 
 
 class StatusServer:
@@ -43,6 +55,7 @@ class StatusServer:
                 continue
             with client:
                 try:
+                    client.settimeout(CLIENT_TIMEOUT_S)  # a client that never reads must not block the others
                     client.sendall(json.dumps(self.snapshot(), default=str).encode())
                 except OSError:
                     pass
@@ -68,4 +81,8 @@ def read_status(path: Path | None = None, timeout: float = 3.0) -> dict:
                               "start it with 'systemctl start orin-avatar' or 'orin-avatar run'") from None
     except OSError as exc:
         raise OrinAvatarError(f"could not read the daemon's status from {path}: {exc}") from None
-    return json.loads(b"".join(chunks))
+    try:
+        return json.loads(b"".join(chunks))
+    except ValueError:
+        raise OrinAvatarError(f"the status socket {path} answered something that is not orin-avatar's status; "
+                              "is another program listening there?") from None

@@ -1,0 +1,107 @@
+"""Faults a kiosk meets, each injected for real (the fault-injection suite of the daemon grows here):
+text that cannot be spoken as given, a status client that never reads, garbage on the status socket,
+an X server reachable only through its abstract socket."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from device.conversation.speech_out import MAX_WORDS_PER_CHUNK, SpeechOut, split_sentences
+from engines.errors import OrinAvatarError
+
+
+def test_long_or_odd_text_becomes_bounded_speakable_pieces():
+    story = " ".join(["the hall is open"] * 250) + "."  # one 1,000-word sentence
+    pieces = split_sentences(story)
+    assert len(pieces) > 30 and all(len(p.split()) <= MAX_WORDS_PER_CHUNK for p in pieces)
+    assert sum(len(p.split()) for p in pieces) == 1000  # nothing lost
+    giant = split_sentences("x" * 130_000)  # one 130 KB "word"
+    assert len(giant) == 1 and len(giant[0]) <= 40
+    assert split_sentences("Open\x00 at nine.\x1b[2J") == ["Open at nine.", "[2J"]  # control characters gone
+    assert split_sentences("...!? \x00") == []  # nothing to say
+
+
+def test_a_reply_with_a_nul_is_spoken_without_it(tts):
+    speech = SpeechOut(tts, cache=False)
+    chunks = list(speech.chunks(1, "We open\x00 at nine.", threading.Event()))
+    assert [c.text for c in chunks] == ["We open at nine."] and len(chunks[0].audio) > 10_000
+
+
+def test_a_status_client_that_never_reads_does_not_block_the_others(tmp_path):
+    from device.service.status_socket import StatusServer, read_status
+
+    big = {"turns": ["x" * 1000] * 2000}  # about 2 MB: more than a socket buffer holds
+    server = StatusServer(lambda: big, tmp_path / "status.sock")
+    try:
+        stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stuck.connect(str(tmp_path / "status.sock"))  # connects, never reads
+        started = time.monotonic()
+        assert len(read_status(tmp_path / "status.sock", timeout=5)["turns"]) == 2000
+        assert time.monotonic() - started < 4
+        stuck.close()
+    finally:
+        server.close()
+
+
+def test_garbage_on_the_status_socket_is_a_clear_error(tmp_path):
+    from device.service.status_socket import read_status
+
+    path = tmp_path / "status.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def answer() -> None:
+        client, _ = listener.accept()
+        client.sendall(b"\x00\xffnot json")
+        client.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    with pytest.raises(OrinAvatarError, match="not orin-avatar's status"):
+        read_status(path, timeout=5)
+    listener.close()
+
+
+def test_an_x_server_reached_only_by_its_abstract_socket_is_found():
+    """As under the unit's PrivateTmp=: no /tmp/.X11-unix/X<n> file, the server still answers."""
+    from device.avatar.display import x_display_reachable
+
+    display = ":58"
+    server = subprocess.Popen(["Xvfb", display, "-screen", "0", "64x64x24", "-nolisten", "tcp", "-nolisten", "unix"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not x_display_reachable(display) and time.monotonic() < deadline and server.poll() is None:
+            time.sleep(0.05)
+        assert not os.path.exists(f"/tmp/.X11-unix/X{display[1:]}")
+        assert x_display_reachable(display)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert not x_display_reachable(display)
+
+
+def test_close_cuts_the_reply_being_spoken(store, tts):
+    """SIGTERM's path: closing the conversation does not wait for a long reply to finish playing."""
+    from device.app import App
+    from device.sound.speakers import RecordingSpeaker
+
+    speakers = []
+    conversation = App().conversation(lambda rate: speakers.append(RecordingSpeaker(rate, realtime=True)) or speakers[-1],
+                                      build_engines=False)
+    conversation.speech.stop_preparing()
+    assert conversation.announce("greeting", " ".join(["Welcome to the visitor centre."] * 12))
+    while not speakers[0].busy:
+        time.sleep(0.01)
+    started = time.monotonic()
+    conversation.close()
+    speakers[0].close()
+    assert time.monotonic() - started < 3
+    assert len(np.concatenate(speakers[0].recorded)) < 20 * speakers[0].sample_rate
