@@ -6,6 +6,7 @@ resampler serves the microphone stream later).
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,29 @@ def read_audio(path: Path, rate: int = SPEECH_RATE) -> np.ndarray:
         raise InputError(f"{path} is not a readable audio file ({exc}); give a WAV or FLAC recording") from exc
     if data.shape[0] == 0:
         raise InputError(f"{path} contains no audio samples")
+    declared = _wav_frames_declared(path)
+    if declared is not None and data.shape[0] < declared:
+        raise InputError(f"{path} is truncated: its header promises {declared} samples, it holds {data.shape[0]}")
+    if not np.isfinite(data).all():
+        raise InputError(f"{path} contains samples that are not numbers (NaN or infinite); re-export the recording")
     return resample(data.mean(axis=1), file_rate, rate)
+
+
+def _wav_frames_declared(path: Path) -> int | None:
+    """The frame count a WAV file's header promises (libsndfile quietly reads what is there)."""
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    if head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return None
+    position, block_align = 12, None
+    while position + 8 <= len(head):
+        kind, size = head[position:position + 4], struct.unpack("<I", head[position + 4:position + 8])[0]
+        if kind == b"fmt ":
+            block_align = struct.unpack("<H", head[position + 20:position + 22])[0]
+        elif kind == b"data":
+            return size // block_align if block_align else None
+        position += 8 + size + (size & 1)
+    return None
 
 
 def resample(audio: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:

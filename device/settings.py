@@ -229,10 +229,15 @@ def load_settings(path: Path | None = None) -> Settings:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise SettingsError(f"settings file {path} {'does not exist' if not path.exists() else 'is not a regular file'}")
     try:
-        return tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise SettingsError(f"settings file {path} does not exist") from None
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SettingsError(f"cannot read the settings file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"settings file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{path}: {exc}") from None
 

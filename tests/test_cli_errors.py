@@ -51,3 +51,71 @@ def test_bad_settings_name_the_file_and_key(tmp_path, content, fragment):
     path = tmp_path / "orin-avatar.toml"
     path.write_text(content)
     _fails_cleanly(run_cli("--config", str(path), "models", "list"), str(path), fragment)
+
+
+def _nan_wav(tmp_path):
+    path = tmp_path / "nan.wav"
+    soundfile.write(path, np.array([0.1, np.nan, 0.2] * 4000, np.float32), 16000, subtype="FLOAT")
+    return path
+
+
+def _truncated_wav(tmp_path):
+    path = tmp_path / "cut.wav"
+    soundfile.write(path, np.zeros(16000, np.float32), 16000)
+    path.write_bytes(path.read_bytes()[:8000])
+    return path
+
+
+def _tiny_png(tmp_path):
+    import cv2
+
+    path = tmp_path / "line.png"
+    cv2.imwrite(str(path), np.zeros((1, 8000, 3), np.uint8))
+    return path
+
+
+def _not_utf8(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"[cpu]\nthreads = 2 # \xff\xfe\n")
+    return path
+
+
+def _wrong_manifest(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "manifest.json").write_text("[1, 2, 3]")
+    return store
+
+
+# Each bad input of the review, with what the one-line message must name (exit 2, no traceback).
+@pytest.mark.parametrize("make_args, fragments", [
+    (lambda t: ["speak", "?!...", "--out", str(t / "x.wav")], ["no speakable words"]),
+    (lambda t: ["speak", "\x01\x02", "--out", str(t / "x.wav")], ["nothing to say"]),
+    (lambda t: ["speak", "Hello.", "--out", str(t / "x.mp3")], ["ending in .wav"]),
+    (lambda t: ["speak", "Hello.", "--out", str(t / "no" / "x.wav")], ["cannot write there"]),
+    (lambda t: ["--config", str(t), "models", "list"], ["is not a regular file"]),
+    (lambda t: ["--config", str(_not_utf8(t, "s.toml")), "models", "list"], ["not UTF-8"]),
+    (lambda t: ["--store", str(_wrong_manifest(t)), "models", "list"], ["not a valid manifest"]),
+    (lambda t: ["bench", "models", "--runs", "0", "vad"], ["--runs must be 1 or more"]),
+    (lambda t: ["bench", "render", "--seconds", "0"], ["--seconds must be above 0"]),
+    (lambda t: ["bench", "turn", "--json", str(t / "no" / "r.json")], ["does not exist"]),
+    (lambda t: ["bench", "turn", "--compare", str(t / "missing.json")], ["not a readable bench turn report"]),
+    (lambda t: ["demo", "--out", str(_nan_wav(t))], ["is a file"]),
+    (lambda t: ["run", "--speaker", str(t / "replies.txt")], ["ending in .wav"]),
+    (lambda t: ["ask", ""], ["the question is empty"]),
+    (lambda t: ["--threads", "100000", "ask", "hi"], ["--threads must be between 1 and 64"]),
+    (lambda t: ["--threads", "-2", "ask", "hi"], ["--threads must be between 1 and 64"]),
+    (lambda t: ["transcribe", str(_truncated_wav(t))], ["is truncated"]),
+    (lambda t: ["transcribe", str(_nan_wav(t))], ["not numbers"]),
+    (lambda t: ["detect-faces", str(_tiny_png(t))], ["8000x1 pixels"]),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, make_args, fragments):
+    _fails_cleanly(run_cli(*make_args(tmp_path)), *fragments)
+
+
+def test_a_knowledge_base_that_is_not_utf8_is_named(tmp_path):
+    kb = tmp_path / "kb.toml"
+    kb.write_bytes('[[intent]]\nname = "cafe"\nexamples = ["Caf\xe9?"]\nanswer = "Up."\n'.encode("latin-1"))
+    settings = tmp_path / "s.toml"
+    settings.write_text(f'[dialogue]\nknowledge = "{kb}"\n')
+    _fails_cleanly(run_cli("--config", str(settings), "ask", "hi"), "kb.toml", "not UTF-8")

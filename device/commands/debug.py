@@ -12,9 +12,9 @@ from engines.errors import InputError
 
 from device.app import App
 from device.audio_file import read_audio, write_wav
-from device.commands.context import print_json
+from device.commands.context import check_wav_out, print_json
 from device.models import catalog
-from device.models.faces import KEYPOINTS
+from device.models.faces import KEYPOINTS, MIN_IMAGE_SIDE
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -50,6 +50,7 @@ def _transcribe(app: App, args: argparse.Namespace) -> int:
 
 
 def _speak(app: App, args: argparse.Namespace) -> int:
+    check_wav_out(args.out)
     tts = catalog.load_tts(app.store, app.threads)
     chunks = list(tts.synthesize(args.text))
     audio = np.concatenate([c.audio for c in chunks])
@@ -74,6 +75,9 @@ def _detect_faces(app: App, args: argparse.Namespace) -> int:
     image = cv2.imread(str(args.image), cv2.IMREAD_COLOR)
     if image is None:
         raise InputError(f"{args.image} is not an image OpenCV can read (JPEG, PNG, BMP, ...)")
+    if min(image.shape[:2]) < MIN_IMAGE_SIDE:
+        raise InputError(f"{args.image} is {image.shape[1]}x{image.shape[0]} pixels; a camera frame is at least "
+                         f"{MIN_IMAGE_SIDE} pixels on each side")
     faces = catalog.load_faces(app.store, app.threads).detect(image)
     rows = [{"box": [round(v, 1) for v in f.box], "score": round(f.score, 3),
              "keypoints": {name: [round(x, 1), round(y, 1)] for name, (x, y) in zip(KEYPOINTS, f.keypoints)}}

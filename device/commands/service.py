@@ -13,7 +13,7 @@ from pathlib import Path
 from engines.errors import OrinAvatarError
 
 from device.app import App
-from device.commands.context import print_json
+from device.commands.context import check_wav_out, print_json
 from device.service.daemon import Daemon, RunOptions
 from device.service.doctor import run_checks
 from device.service.logs import setup_logging
@@ -50,6 +50,8 @@ def unit_file(name: str) -> bytes:
 
 def _run(app: App, args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
+    if args.speaker is not None:
+        check_wav_out(args.speaker)  # now, not at SIGTERM when the replies are written
     return Daemon(app, RunOptions(args.mic, args.speaker, args.camera)).run()
 
 

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engines.errors import InputError
 from engines.runner import Runner
 
 SIZE = 192  # the model's square input
+MIN_IMAGE_SIDE = 32  # smaller than any camera frame; an 8000x1 "image" would otherwise become 10,000 tiles
 GRID = SIZE // 4  # one anchor per cell of the stride-4 feature map
 RAW_SCORE_LIMIT = 80.0  # clip logits so the sigmoid stays finite in float32
 REGRESSORS, LOGITS = "reshaped_regressor_face_4", "reshaped_classifier_face_4"  # tflite2onnx names
@@ -69,6 +71,8 @@ class FaceDetector:
         A wide frame (a 16:9 camera) is looked at as overlapping square tiles rather than padded
         to one square: padding 1280x720 to 192x192 leaves a visitor's 60-140 px face 9-21 px
         wide, tiles leave it 16-37 px, which the detector (and its INT8 engine) sees far better."""
+        if min(image_bgr.shape[:2]) < MIN_IMAGE_SIDE:
+            raise InputError(f"a {image_bgr.shape[1]}x{image_bgr.shape[0]} image is too small to hold a face")
         candidates = [self._candidates(tile, x) for tile, x in _tiles(image_bgr)]
         points = np.concatenate([c[0] for c in candidates])
         scores = np.concatenate([c[1] for c in candidates])

@@ -72,7 +72,10 @@ class SpeechSynthesizer:
         """One chunk per sentence, yielded as soon as it is ready."""
         if not text.strip():
             raise InputError("nothing to say: the text is empty")
-        for phonemes in self.sentences(text):
+        sentences = [p for p in self.sentences(text) if any(x in self.id_map for x in p)]
+        if not sentences:
+            raise InputError(f"nothing to say: {text[:40]!r} has no speakable words")
+        for phonemes in sentences:
             yield self.synthesize_phonemes(phonemes, text)
 
     def synthesize_phonemes(self, phonemes: list[str], text: str = "") -> SpeechChunk:
