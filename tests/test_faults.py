@@ -105,3 +105,14 @@ def test_close_cuts_the_reply_being_spoken(store, tts):
     speakers[0].close()
     assert time.monotonic() - started < 3
     assert len(np.concatenate(speakers[0].recorded)) < 20 * speakers[0].sample_rate
+
+
+def test_the_file_display_writes_its_video_on_a_clean_stop(tmp_path):
+    """The daemon's file display closes without reply audio: the promised MP4 is there, not an AVI."""
+    from device.avatar.display import VideoFileSink
+
+    sink = VideoFileSink(tmp_path / "avatar.mp4", 160, 120, 10)
+    for _ in range(10):
+        sink.show(np.zeros((120, 160, 3), np.uint8))
+    assert sink.close() == [tmp_path / "avatar.mp4"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["avatar.mp4"]

@@ -100,24 +100,27 @@ class VideoFileSink:
         return True
 
     def close(self, audio: np.ndarray | None = None, rate: int = 22050) -> list[Path]:
-        """The files written."""
+        """The files written: the video at `path` (with `audio` muxed in, when given) when ffmpeg is
+        installed, else the video and a WAV beside it."""
         self._writer.release()
-        if audio is None:
-            return [self._silent]
-        wav = self.path.with_suffix(".wav")
-        write_wav(wav, audio, rate)
+        wav = None
+        if audio is not None:
+            wav = self.path.with_suffix(".wav")
+            write_wav(wav, audio, rate)
         ffmpeg = shutil.which("ffmpeg")
         if ffmpeg is None:
-            log.warning("ffmpeg is not installed: the avatar video %s and its audio %s stay separate", self._silent, wav)
-            return [self._silent, wav]
+            log.warning("ffmpeg is not installed: the avatar video stays %s%s", self._silent, f" with its audio {wav}" if wav else "")
+            return [self._silent] + ([wav] if wav else [])
         codec = ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-preset", "veryfast"] if self.path.suffix == ".mp4" else ["-c:v", "copy"]
-        result = subprocess.run([ffmpeg, "-y", "-loglevel", "error", "-i", str(self._silent), "-i", str(wav), *codec,
-                                 "-c:a", "aac", "-shortest", str(self.path)], capture_output=True, text=True)
+        sound = ["-i", str(wav), "-c:a", "aac", "-shortest"] if wav else ["-an"]
+        command = [ffmpeg, "-y", "-loglevel", "error", "-i", str(self._silent), *sound[:2], *codec, *sound[2:], str(self.path)]
+        result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
-            log.warning("ffmpeg could not mux %s (%s); video and audio stay separate", self.path, result.stderr.strip()[-300:])
-            return [self._silent, wav]
+            log.warning("ffmpeg could not write %s (%s); the video stays %s", self.path, result.stderr.strip()[-300:], self._silent)
+            return [self._silent] + ([wav] if wav else [])
         self._silent.unlink()
-        wav.unlink()
+        if wav:
+            wav.unlink()
         return [self.path]
 
 

@@ -12,6 +12,7 @@ from device.app import App
 from device.bench.io import measure_io
 from device.bench.models import WARMUP, WORKLOADS, measure_models
 from device.bench.render import measure_render
+from device.bench.soak import measure_soak
 from device.bench.turn import measure_turns, plot_report, print_comparison, print_report, site_questions
 from device.commands.context import print_json
 from device.conversation.visit import bundled_questions
@@ -40,6 +41,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     render.add_argument("--seconds", type=float, default=10.0, help="how long to render (default 10)")
     render.add_argument("--json", action="store_true", help="print JSON")
     render.set_defaults(run=_render)
+
+    soak = kinds.add_parser("soak", help="the daemon for N minutes: memory slope, threads, fds, hung stages, turns")
+    soak.add_argument("--minutes", type=float, default=30.0, help="how long (default 30)")
+    soak.add_argument("--warmup", type=float, default=5.0, help="minutes left out of the memory slope (default 5)")
+    soak.add_argument("--json", action="store_true", help="print JSON")
+    soak.set_defaults(run=_soak)
 
     io = kinds.add_parser("io", help="microphone-to-pipeline and camera-to-gaze latency")
     io.add_argument("--seconds", type=float, default=10.0)
@@ -109,4 +116,17 @@ def _io(app: App, args: argparse.Namespace) -> int:
         return 0
     for name, result in report.items():
         print(f"{name}: {result}")
+    return 0
+
+
+def _soak(app: App, args: argparse.Namespace) -> int:
+    report = measure_soak(app, args.minutes, args.warmup)
+    if args.json:
+        print_json(report)
+        return 0
+    rss = report["rss_mb"]
+    print(f"{report['minutes']:.0f} min, {report['samples']} samples: RSS {rss['first']:.1f} -> {rss['last']:.1f} MB, "
+          f"slope after {report['warmup_minutes']:.0f} min {rss['slope_after_warmup_mb_per_min']} MB/min; threads "
+          f"{report['threads']}, fds {report['fds']}; hung stages {report['hung_stages_seen'] or 'none'}; turns "
+          f"{report['turns']}; stopped in {report['stop_seconds']} s (exit {report['exit_code']})")
     return 0

@@ -27,6 +27,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--mic", type=Path, help="a WAV file as the microphone (replays a recorded visit)")
     run.add_argument("--speaker", type=Path, help="write the replies to this WAV file instead of the sound card")
     run.add_argument("--camera", type=Path, help="a video file as the camera")
+    run.add_argument("--loop", action="store_true", help="play the --mic file again and again (soak tests)")
     run.set_defaults(run=_run)
     status = commands.add_parser("status", help="the running daemon: backends and why, fallbacks, last turns, devices")
     status.add_argument("--json", action="store_true", help="print JSON")
@@ -52,7 +53,7 @@ def _run(app: App, args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     if args.speaker is not None:
         check_wav_out(args.speaker)  # now, not at SIGTERM when the replies are written
-    return Daemon(app, RunOptions(args.mic, args.speaker, args.camera)).run()
+    return Daemon(app, RunOptions(args.mic, args.speaker, args.camera, args.loop)).run()
 
 
 def _status(app: App, args: argparse.Namespace) -> int:

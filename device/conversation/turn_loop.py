@@ -73,6 +73,7 @@ class Conversation:
         # The daemon keeps the last turns (for `status`), not every turn of weeks with its reply audio.
         self.turns: collections.deque[Turn] = collections.deque(maxlen=keep_turns)
         self._turn_count = 0
+        self._tally: dict[str, int] = {}
         self.heartbeat = heartbeat
         self.observer = observer
         self._listening = threading.Event()  # clear: answer nobody (no visitor engaged and listening is gated)
@@ -118,9 +119,20 @@ class Conversation:
             turn.answer = Answer(intent, 1.0, text, "perception")
         if not self._start_reply(turn):
             turn.ignored = "busy speaking"
-            turn.done.set()
+            self._finish(turn)
             return False
         return True
+
+    def tally(self) -> dict[str, int]:
+        """Turns finished since the start: answered, and ignored by reason (for status and the soak bench)."""
+        with self._lock:
+            return dict(self._tally)
+
+    def _finish(self, turn: Turn) -> None:
+        with self._lock:
+            key = f"ignored: {turn.ignored}" if turn.ignored else "interrupted" if turn.interrupted else "answered"
+            self._tally[key] = self._tally.get(key, 0) + 1
+        turn.done.set()
 
     def set_listening(self, listening: bool) -> None:
         """Answer visitors (True), or nobody until a visitor is engaged (False); from any thread."""
@@ -204,27 +216,27 @@ class Conversation:
             except Exception:  # one bad turn must not end the conversation
                 log.exception("turn %d failed", turn.id)
                 turn.ignored = "error"
-                turn.done.set()
+                self._finish(turn)
 
     def _take_turn(self, turn: Turn, future: Future[Transcript]) -> None:
         turn.transcript = future.result().text
         turn.timings.asr_done = time.monotonic()
         if not turn.transcript:
             turn.ignored = "no words recognised"
-            turn.done.set()
+            self._finish(turn)
             return
         answer = self.dialogue.answer(turn.transcript)
         turn.answer = answer
         turn.timings.dialogue_done = time.monotonic()
         if not self._listening.is_set() and answer.intent != STOP:
             turn.ignored = "no visitor engaged"
-            turn.done.set()
+            self._finish(turn)
         elif answer.intent == STOP:
             self.interrupt(Interrupt("the visitor asked to stop"))
-            turn.done.set()
+            self._finish(turn)
         elif not self._start_reply(turn):
             turn.ignored = "heard while speaking"
-            turn.done.set()
+            self._finish(turn)
         else:
             return
         log.info("turn %d: %r -> %s (%s)", turn.id, turn.transcript, answer.intent, turn.ignored or "stopped speaking",
@@ -253,7 +265,7 @@ class Conversation:
             log.exception("turn %d: the reply %r could not be spoken", turn.id, turn.answer.text[:200])
         finally:
             self._replying.clear()
-            turn.done.set()
+            self._finish(turn)
             ms = turn.timings.stages_ms()
             log.info("turn %d: %r -> %s (%.2f, %s) answered in %s ms%s", turn.id, turn.transcript, turn.answer.intent,
                      turn.answer.score, turn.answer.source, ms["turn"], ", interrupted" if turn.interrupted else "",

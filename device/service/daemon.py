@@ -51,10 +51,12 @@ DEFAULT_WATCHDOG_S = 5.0  # ping interval when the watchdog is on but WATCHDOG_U
 
 
 class FileMicrophone:
-    """A WAV file played into the conversation at the microphone's pace, then silence."""
+    """A WAV file played into the conversation at the microphone's pace, then silence (or again from
+    the start, with `loop`: the soak benchmark's endless visit)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, loop: bool = False) -> None:
         self.path = path
+        self.loop = loop
         self.audio = read_audio(path)
         self.state = f"file {path}"
 
@@ -63,6 +65,8 @@ class FileMicrophone:
         silence = np.zeros(FRAME, np.float32)
         position = 0
         while not stop.is_set():
+            if self.loop and position + FRAME > len(self.audio):
+                position = 0
             frame = self.audio[position:position + FRAME] if position + FRAME <= len(self.audio) else silence
             position += FRAME
             clock.wait()
@@ -94,6 +98,7 @@ class RunOptions:
     mic: Path | None = None  # a WAV file as the microphone
     speaker: Path | None = None  # write the replies to this WAV file
     camera: Path | None = None  # a video file as the camera
+    loop: bool = False  # play the --mic file again and again
 
 
 class Daemon:
@@ -120,7 +125,7 @@ class Daemon:
         self.notifier.extend_timeout(120)
         self.notifier.status("loading models")
         settings = self.app.settings
-        microphone = FileMicrophone(self.options.mic) if self.options.mic else DeviceMicrophone(settings.audio.input_device)
+        microphone = FileMicrophone(self.options.mic, self.options.loop) if self.options.mic else DeviceMicrophone(settings.audio.input_device)
         speakers: list = []
 
         def make_speaker(rate: int):
@@ -132,21 +137,23 @@ class Daemon:
             make_speaker, build_engines=True, heartbeat=self.heartbeats.register("turns", STAGE_DEADLINE_S),
             report=self._progress, observer=self.avatar_inbox.put)
         self.conversation, self.speaker = conversation, speakers[0]
-        status = StatusServer(self.snapshot)
-        workers = [threading.Thread(target=microphone.run, name="microphone", daemon=True,
-                                    args=(conversation, self.heartbeats.register("microphone", STAGE_DEADLINE_S), self.stop))]
-        interval = watchdog_interval()
-        if interval is not None:
-            workers.append(threading.Thread(target=self.heartbeats.run_watchdog, name="watchdog", daemon=True,
-                                            args=(self.notifier.watchdog, min(interval, DEFAULT_WATCHDOG_S), self.stop)))
-        for worker in workers:
-            worker.start()
         self.microphone = microphone
-        self.perception = self._start_perception(settings, conversation)
-        self.state = "ready"
-        self.notifier.ready(self._summary())
-        log.info("ready: %s", self._summary())
-        try:
+        status, workers = None, []
+        try:  # from here on, whatever fails or stops us, the conversation is closed before the process ends
+            status = StatusServer(self.snapshot)
+            workers.append(threading.Thread(target=microphone.run, name="microphone", daemon=True,
+                                            args=(conversation, self.heartbeats.register("microphone", STAGE_DEADLINE_S),
+                                                  self.stop)))
+            interval = watchdog_interval()
+            if interval is not None:
+                workers.append(threading.Thread(target=self.heartbeats.run_watchdog, name="watchdog", daemon=True,
+                                                args=(self.notifier.watchdog, min(interval, DEFAULT_WATCHDOG_S), self.stop)))
+            for worker in workers:
+                worker.start()
+            self.perception = self._start_perception(settings, conversation)
+            self.state = "ready"
+            self.notifier.ready(self._summary())
+            log.info("ready: %s", self._summary())
             self._display_loop(settings.avatar, Avatar())
         finally:
             self._shutdown(conversation, status, workers)
@@ -238,7 +245,7 @@ class Daemon:
             log.exception("reload %s", self.last_reload)
         self.notifier.ready(f"{self._summary()}; reload {self.last_reload.split(':')[0]}")
 
-    def _shutdown(self, conversation: Conversation, status: StatusServer, workers: list[threading.Thread]) -> None:
+    def _shutdown(self, conversation: Conversation, status: StatusServer | None, workers: list[threading.Thread]) -> None:
         self.state = "stopping"
         self.notifier.stopping()
         self.stop.set()
@@ -249,7 +256,8 @@ class Daemon:
             self.camera.close()
         conversation.close()
         self.speaker.close()
-        status.close()
+        if status is not None:
+            status.close()
         if self.options.speaker:
             played = self.speaker.take()
             write_wav(self.options.speaker, played, self.speaker.sample_rate)
@@ -274,6 +282,7 @@ class Daemon:
                         "camera": self.camera.state if self.camera else "none", "display": self.display},
             "heartbeats_s": self.heartbeats.ages(), "hung_stages": self.heartbeats.stale(),
             "knowledge": {"intents": len(conversation.dialogue.intents), "last_reload": self.last_reload},
+            "tally": conversation.tally(),
             "turns": [_short(turn_report(t)) for t in list(conversation.turns)[-10:] if t.done.is_set()],
         }
 
