@@ -14,17 +14,16 @@ from engines.runner import Runner
 from engines.store.model_store import ModelStore
 
 
-def open_runner(store: ModelStore, model_file: str, threads: int = 1, engines=None) -> Runner:
-    """An activated runner for a model of the store, e.g. 'asr-encoder.onnx'.
+def open_runner(store: ModelStore, name: str, threads: int = 1, engines=None) -> Runner:
+    """An activated runner for the model `name` of `engines.model_specs.MODELS`, e.g. "asr-encoder".
 
     `engines` is an `engines.engine_manager.EngineManager` or None (CPU only)."""
-    name = model_file.removesuffix(".onnx")
-    cpu = OnnxRuntimeRunner(name, store.path(model_file), threads=threads)
-    policy = MODELS.get(name)
-    if engines is None or engines.unavailable or policy is None or policy.cpu_reason:
+    spec = MODELS[name]
+    cpu = OnnxRuntimeRunner(name, store.path(spec.model), threads=threads)
+    if engines is None or engines.unavailable or spec.cpu_reason:
         cpu.activate()
         return cpu
-    runner = FallbackRunner(name, cpu, policy.deadline_ms)
+    runner = FallbackRunner(name, cpu, spec.deadline_ms)
     runner.activate()
-    engines.serve(runner, model_file)
+    engines.serve(runner, name)
     return runner

@@ -1,6 +1,6 @@
 """Engines for the store's models: found in the cache or built, validated, or the model stays on the CPU.
 
-For each model the precision ladder of its policy is walked: a rung whose valid engine is cached
+For each model the precision ladder of its spec is walked: a rung whose valid engine is cached
 is loaded and validated again; otherwise it is built in a child process and validated; a rung
 that fails is recorded with its reason and the next is tried. `serve` does this in the background
 for a running daemon and attaches the engine to the model's fallback runner when it is ready.
@@ -94,135 +94,135 @@ class EngineManager:
             return "TensorRT is disabled in the settings ([engines] enabled = false)"
         return self.platform.problem
 
-    def ladder(self, policy: ModelSpec, precision: str | None = None) -> tuple[str, ...]:
+    def ladder(self, spec: ModelSpec, precision: str | None = None) -> tuple[str, ...]:
         chosen = precision or self.settings.precision
         if chosen != "auto":
             return (chosen,)
-        return tensorrt_support.precisions(self.platform.tensorrt, (self.tables / f"{policy.name}.json").is_file())
+        return tensorrt_support.precisions(self.platform.tensorrt, (self.tables / f"{spec.name}.json").is_file())
 
-    def dla_core(self, policy: ModelSpec, wanted: int | None) -> tuple[int | None, str]:
-        """The DLA core `policy`'s model may use (None: the GPU), and why not when it may not."""
+    def dla_core(self, spec: ModelSpec, wanted: int | None) -> tuple[int | None, str]:
+        """The DLA core `spec`'s model may use (None: the GPU), and why not when it may not."""
         core = wanted if wanted is not None else (self.settings.dla_core if self.settings.dla_core >= 0 else None)
-        problem = None if core is None else tensorrt_support.dla_problem(policy.static, self.platform.tensorrt)
+        problem = None if core is None else tensorrt_support.dla_problem(spec.static, self.platform.tensorrt)
         return (None, problem) if problem else (core, "")
 
-    def key(self, policy: ModelSpec, precision: str, dla_core: int | None) -> EngineKey:
-        table = self.tables / f"{policy.name}.json"
+    def key(self, spec: ModelSpec, precision: str, dla_core: int | None) -> EngineKey:
+        table = self.tables / f"{spec.name}.json"
         return EngineKey(
-            model=policy.model, onnx_sha256=self.store.entries()[policy.model].sha256,
+            model=spec.model, onnx_sha256=self.store.entries()[spec.model].sha256,
             table_sha256=sha256_file(table) if precision == "int8" and table.is_file() else None,
-            precision=precision, dla_core=dla_core, profile={k: [list(s) for s in v] for k, v in policy.profile.items()},
+            precision=precision, dla_core=dla_core, profile={k: [list(s) for s in v] for k, v in spec.profile.items()},
             workspace_mb=self.settings.workspace_mb, optimization_level=self.settings.optimization_level,
             platform={k: v for k, v in self.platform.as_dict().items() if k not in ("problem", "dla_cores")})
 
     def ensure(self, model: str, precision: str | None = None, dla_core: int | None = None, force: bool = False,
                report: Report = log.info, build: bool = True) -> Outcome:
         """A validated engine for `model`, walking down its ladder; built if need be (and `build`)."""
-        policy = MODELS[model.removesuffix(".onnx")]
+        spec = MODELS[model.removesuffix(".onnx")]
         if self.unavailable:
-            return Outcome(policy.model, None, None, (self.unavailable,))
-        if policy.cpu_reason:
-            return Outcome(policy.model, None, None, (policy.cpu_reason,))
-        dla, why_not_dla = self.dla_core(policy, dla_core)
+            return Outcome(spec.model, None, None, (self.unavailable,))
+        if spec.cpu_reason:
+            return Outcome(spec.model, None, None, (spec.cpu_reason,))
+        dla, why_not_dla = self.dla_core(spec, dla_core)
         if why_not_dla:
-            report(f"{policy.name}: not on the DLA ({why_not_dla})")
+            report(f"{spec.name}: not on the DLA ({why_not_dla})")
         reasons: list[str] = []
         keys = set()
-        with self.cache.lock(policy.model):
-            for rung in self.ladder(policy, precision):
-                key = self.key(policy, rung, dla)
+        with self.cache.lock(spec.model):
+            for rung in self.ladder(spec, precision):
+                key = self.key(spec, rung, dla)
                 keys.add(key.digest)
-                outcome = self._rung(policy, key, force, report, build)
+                outcome = self._rung(spec, key, force, report, build)
                 if outcome.engine is not None:
-                    self.cache.remove_stale(policy.model, keys)
-                    return Outcome(policy.model, outcome.engine, rung, tuple(reasons), outcome.record)
+                    self.cache.remove_stale(spec.model, keys)
+                    return Outcome(spec.model, outcome.engine, rung, tuple(reasons), outcome.record)
                 reasons.append(f"{rung}: {outcome.reasons[0]}")
-                report(f"{policy.name}: {rung} not used ({outcome.reasons[0]})")
-            self.cache.remove_stale(policy.model, keys)
-        return Outcome(policy.model, None, None, tuple(reasons))
+                report(f"{spec.name}: {rung} not used ({outcome.reasons[0]})")
+            self.cache.remove_stale(spec.model, keys)
+        return Outcome(spec.model, None, None, tuple(reasons))
 
-    def _rung(self, policy: ModelSpec, key: EngineKey, force: bool, report: Report, build: bool) -> Outcome:
+    def _rung(self, spec: ModelSpec, key: EngineKey, force: bool, report: Report, build: bool) -> Outcome:
         record = self.cache.record(key)
         path = self.cache.engine_path(key)
         if record is not None and not force:
             if record.status != "valid":
-                return Outcome(policy.model, None, key.precision, (record.reason,), record)
+                return Outcome(spec.model, None, key.precision, (record.reason,), record)
             if path.is_file():
-                problem = self._validate(policy, key, path, record)
+                problem = self._validate(spec, key, path, record)
                 if problem is None:
-                    report(f"{policy.name}: cached {key.precision} engine {key.digest} is valid")
-                    return Outcome(policy.model, path, key.precision, (), record)
-                report(f"{policy.name}: cached engine {key.digest} is unusable ({problem}); rebuilding")
+                    report(f"{spec.name}: cached {key.precision} engine {key.digest} is valid")
+                    return Outcome(spec.model, path, key.precision, (), record)
+                report(f"{spec.name}: cached engine {key.digest} is unusable ({problem}); rebuilding")
                 forget(path)
         if not build:
-            return Outcome(policy.model, None, key.precision, ("no engine built yet (this command does not build; "
+            return Outcome(spec.model, None, key.precision, ("no engine built yet (this command does not build; "
                                                               "'orin-avatar build' or the daemon does)",))
-        return self._build(policy, key, report)
+        return self._build(spec, key, report)
 
-    def _build(self, policy: ModelSpec, key: EngineKey, report: Report) -> Outcome:
+    def _build(self, spec: ModelSpec, key: EngineKey, report: Report) -> Outcome:
         started = time.monotonic()
-        record = EngineRecord(key=key.digest, model=policy.model, precision=key.precision, status="failed")
+        record = EngineRecord(key=key.digest, model=spec.model, precision=key.precision, status="failed")
         try:
-            request = self._request(policy, key)
+            request = self._request(spec, key)
             build_in_child(request, self.settings.build_timeout_s, report)
             record.build_seconds = round(time.monotonic() - started, 1)
-            problem = self._validate(policy, key, Path(request.output), record)
+            problem = self._validate(spec, key, Path(request.output), record)
         except OrinAvatarError as exc:
             problem = str(exc)
         except Exception as exc:  # whatever went wrong preparing the build, the rung failed: record why
-            log.exception("%s: %s rung failed unexpectedly", policy.name, key.precision)
+            log.exception("%s: %s rung failed unexpectedly", spec.name, key.precision)
             problem = f"{type(exc).__name__}: {exc}"
         if problem is not None:
             record.reason = problem
             forget(self.cache.engine_path(key))
             self.cache.save(key, record)
-            return Outcome(policy.model, None, key.precision, (problem,), record)
+            return Outcome(spec.model, None, key.precision, (problem,), record)
         record.status = "valid"
         self.cache.save(key, record)
-        report(f"{policy.name}: {key.precision} engine ready in {record.build_seconds:.0f} s "
+        report(f"{spec.name}: {key.precision} engine ready in {record.build_seconds:.0f} s "
                f"(cosine {record.validation['worst_cosine']:.4f} against ONNX Runtime FP32)")
-        return Outcome(policy.model, self.cache.engine_path(key), key.precision, (), record)
+        return Outcome(spec.model, self.cache.engine_path(key), key.precision, (), record)
 
-    def _request(self, policy: ModelSpec, key: EngineKey) -> BuildRequest:
-        onnx_path = self.store.path(policy.model)  # hash checked against the manifest
+    def _request(self, spec: ModelSpec, key: EngineKey) -> BuildRequest:
+        onnx_path = self.store.path(spec.model)  # hash checked against the manifest
         model = check_onnx(onnx_path, self.store.root)
         cache, fp32_layers = None, ()
-        self.cache.directory(policy.model).mkdir(parents=True, exist_ok=True)
+        self.cache.directory(spec.model).mkdir(parents=True, exist_ok=True)
         if key.precision == "int8":
-            table_path = self.tables / f"{policy.name}.json"
+            table_path = self.tables / f"{spec.name}.json"
             if not table_path.is_file():
-                raise EngineBuildError(f"no calibration table {table_path}; run 'orin-avatar calibrate {policy.name}'")
+                raise EngineBuildError(f"no calibration table {table_path}; run 'orin-avatar calibrate {spec.name}'")
             table = read_table(table_path, key.onnx_sha256, tensor_names(model))
             if tensorrt_support.strongly_typed(self.platform.tensorrt):  # explicit quantization: a Q/DQ model
-                onnx_path = self.cache.directory(policy.model) / f"{key.digest}.qdq.onnx"
-                make_qdq_model(self.store.path(policy.model), table, onnx_path)
+                onnx_path = self.cache.directory(spec.model) / f"{key.digest}.qdq.onnx"
+                make_qdq_model(self.store.path(spec.model), table, onnx_path)
                 model = check_onnx(onnx_path, onnx_path.parent)
             else:
                 cache = render_trt_cache(table, self.platform.tensorrt, output_tensors(model, table.fp32_nodes))
                 fp32_layers = table.fp32_nodes
         refused = tensorrt_support.refusals(model, self.platform.tensorrt)
         if refused:
-            raise EngineBuildError(f"TensorRT {self.platform.tensorrt} would refuse {policy.model}: "
+            raise EngineBuildError(f"TensorRT {self.platform.tensorrt} would refuse {spec.model}: "
                                    + "; ".join(str(r) for r in refused))
         return BuildRequest(
-            model=policy.model, onnx_path=str(onnx_path), precision=key.precision, calibration_cache=cache,
-            fp32_layers=tuple(fp32_layers), dla_core=key.dla_core, profile=policy.profile,
+            model=spec.model, onnx_path=str(onnx_path), precision=key.precision, calibration_cache=cache,
+            fp32_layers=tuple(fp32_layers), dla_core=key.dla_core, profile=spec.profile,
             workspace_mb=self.settings.workspace_mb, optimization_level=self.settings.optimization_level,
             timing_cache=str(self.cache.timing_cache_path(key.platform)), output=str(self.cache.engine_path(key)))
 
-    def _validate(self, policy: ModelSpec, key: EngineKey, path: Path, record: EngineRecord) -> str | None:
+    def _validate(self, spec: ModelSpec, key: EngineKey, path: Path, record: EngineRecord) -> str | None:
         """Deserialize, create a context, run the golden inputs, compare with ONNX Runtime FP32."""
-        engine = TensorRTRunner(policy.name, path, key.dla_core, key.precision)
-        reference = OnnxRuntimeRunner(policy.name, self.store.path(policy.model))
+        engine = TensorRTRunner(spec.name, path, key.dla_core, key.precision)
+        reference = OnnxRuntimeRunner(spec.name, self.store.path(spec.model))
         try:
             with engine, reference:
-                result = validate(engine, reference, policy.golden(), policy.min_cosine)
+                result = validate(engine, reference, spec.golden(), spec.min_cosine)
                 off_dla = engine.layers_off_dla() if key.dla_core is not None else []
         except OrinAvatarError as exc:
             return str(exc)
         record.validation = result.as_dict() | ({"layers_on_gpu": off_dla} if key.dla_core is not None else {})
         if off_dla:
-            log.warning("%s: %d layer(s) left DLA core %d for the GPU: %s", policy.name, len(off_dla), key.dla_core,
+            log.warning("%s: %d layer(s) left DLA core %d for the GPU: %s", spec.name, len(off_dla), key.dla_core,
                         ", ".join(off_dla[:10]))
         return None if result.passed else f"does not match ONNX Runtime FP32: {result.detail}"
 

@@ -6,7 +6,7 @@ splitting work (batch and length). The audio format every speech model shares is
 A model runs on TensorRT in the first precision of its ladder whose engine builds and matches ONNX
 Runtime FP32 on the golden inputs; failing that it drops a rung, and below the last rung it runs
 on the CPU. The ladder follows from the TensorRT release and whether a calibration table ships
-(`engines.tensorrt_support.precisions`). A policy with `cpu_reason` never tries TensorRT.
+(`engines.tensorrt_support.precisions`). A model with a `cpu_reason` never tries TensorRT.
 """
 
 from __future__ import annotations

@@ -43,30 +43,30 @@ class ModelPlan:
 def plan(store: ModelStore, tables: Path, version: str, dla: bool = False) -> list[ModelPlan]:
     """Each store model under TensorRT `version` (e.g. "8.6.2")."""
     with tempfile.TemporaryDirectory(prefix="orin-avatar-plan-") as scratch:
-        return [_plan_model(store, tables, version, policy, dla, Path(scratch)) for policy in MODELS.values()]
+        return [_plan_model(store, tables, version, spec, dla, Path(scratch)) for spec in MODELS.values()]
 
 
-def _plan_model(store: ModelStore, tables: Path, version: str, policy: ModelSpec, dla: bool, scratch: Path) -> ModelPlan:
-    if policy.cpu_reason:
-        return ModelPlan(policy.name, version, (), "no", "CPU", policy.cpu_reason)
-    model = check_onnx(store.path(policy.model), store.root)
-    table_path = tables / f"{policy.name}.json"
+def _plan_model(store: ModelStore, tables: Path, version: str, spec: ModelSpec, dla: bool, scratch: Path) -> ModelPlan:
+    if spec.cpu_reason:
+        return ModelPlan(spec.name, version, (), "no", "CPU", spec.cpu_reason)
+    model = check_onnx(store.path(spec.model), store.root)
+    table_path = tables / f"{spec.name}.json"
     rungs = []
     for precision in tensorrt_support.precisions(version, table_path.is_file()):
         parsed = model
         if precision == "int8" and tensorrt_support.strongly_typed(version):
-            table = read_table(table_path, store.entries()[policy.model].sha256, tensor_names(model))
-            qdq = scratch / f"{policy.name}.qdq.onnx"
-            make_qdq_model(store.path(policy.model), table, qdq)
+            table = read_table(table_path, store.entries()[spec.model].sha256, tensor_names(model))
+            qdq = scratch / f"{spec.name}.qdq.onnx"
+            make_qdq_model(store.path(spec.model), table, qdq)
             parsed = check_onnx(qdq, scratch)
         refused = tensorrt_support.refusals(parsed, version)
         rungs.append(Rung(precision, "; ".join(str(r) for r in refused)))
     usable = [r for r in rungs if not r.refused]
-    dla_problem = tensorrt_support.dla_problem(policy.static, version) if dla else "not asked ([engines] dla_core = -1)"
+    dla_problem = tensorrt_support.dla_problem(spec.static, version) if dla else "not asked ([engines] dla_core = -1)"
     notes = tuple(f"{plugin}: avoided by the parser flag NATIVE_INSTANCENORM" for plugin in tensorrt_support.needs_plugins(model, version))
     if not usable:
-        return ModelPlan(policy.name, version, tuple(rungs), dla_problem or "yes", "CPU",
+        return ModelPlan(spec.name, version, tuple(rungs), dla_problem or "yes", "CPU",
                          "every rung would be refused: " + "; ".join(f"{r.precision}: {r.refused}" for r in rungs), notes)
     skipped = [f"{r.precision}: {r.refused}" for r in rungs[:rungs.index(usable[0])]]
-    return ModelPlan(policy.name, version, tuple(rungs), dla_problem or "yes", f"TensorRT {usable[0].precision}",
+    return ModelPlan(spec.name, version, tuple(rungs), dla_problem or "yes", f"TensorRT {usable[0].precision}",
                      "; ".join(skipped), notes)

@@ -259,7 +259,7 @@ def test_daemon_serves_from_the_cpu_then_switches_to_the_engine(trt, store, tmp_
 
     make_table(store, "face", tables)
     engines = manager(store, tmp_path, tables)
-    runner = open_runner(store, "face.onnx", 1, engines)
+    runner = open_runner(store, "face", 1, engines)
     assert isinstance(runner, FallbackRunner)
     runner.infer(MODELS["face"].golden())  # answered at once, from the CPU, while the engine builds
     engines.wait()
@@ -272,7 +272,7 @@ def test_daemon_serves_from_the_cpu_then_switches_to_the_engine(trt, store, tmp_
 def test_models_without_a_tensorrt_policy_stay_on_onnx_runtime(trt, store, tmp_path, tables):
     from engines.backends import open_runner
 
-    runner = open_runner(store, "tts.onnx", 1, manager(store, tmp_path, tables))
+    runner = open_runner(store, "tts", 1, manager(store, tmp_path, tables))
     assert isinstance(runner, OnnxRuntimeRunner)
     outcome = manager(store, tmp_path, tables).ensure("tts")
     assert outcome.engine is None and "output length depends on the data" in outcome.reasons[0]
@@ -299,7 +299,7 @@ def test_no_tensorrt_at_all(store, tmp_path, tables):
     unload_tensorrt()
     engines = manager(store, tmp_path, tables)
     assert "TensorRT is not installed" in engines.unavailable
-    assert isinstance(open_runner(store, "face.onnx", 1, engines), OnnxRuntimeRunner)
+    assert isinstance(open_runner(store, "face", 1, engines), OnnxRuntimeRunner)
     outcome = engines.ensure("face")
     assert outcome.engine is None and "not installed" in outcome.reasons[0]
     result = run_cli("build")

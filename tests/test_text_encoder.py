@@ -45,3 +45,27 @@ def test_matches_sentence_transformers_reference(text_encoder, wheelhouse, tmp_p
     expected = reference.encode(texts, normalize_embeddings=True)
     cosine = np.sum(text_encoder.embed(texts) * expected, axis=1)
     assert cosine.min() >= 0.9999, cosine
+
+
+def test_a_whole_knowledge_base_is_embedded_within_the_engines_profile(store):
+    """The dialogue embeds every example at once; the wrapper splits them into the batches the TensorRT
+    profile allows (TEXT_BATCH x TEXT_TOKENS), with the same embeddings as one by one."""
+    from device.models.text_encoder import TextEncoder
+    from engines.model_specs import MODELS, TEXT_BATCH, TEXT_TOKENS
+    from engines.onnxrt_runner import OnnxRuntimeRunner
+
+    shapes = []
+
+    class Recording(OnnxRuntimeRunner):  # the real ONNX Runtime runner, noting each call's input shape
+        def _infer(self, feeds):
+            shapes.append(feeds["input_ids"].shape)
+            return super()._infer(feeds)
+
+    with Recording("text", store.path(MODELS["text"].model)) as runner:
+        encoder = TextEncoder(runner, store.path("text-tokenizer.json"))
+        sentences = [f"Question number {i} about the museum?" for i in range(40)] + ["word " * 400]
+        together = encoder.embed(sentences)
+        alone = np.concatenate([encoder.embed([s]) for s in sentences[:3]])
+    assert together.shape == (41, 384)
+    assert all(batch <= TEXT_BATCH and tokens <= TEXT_TOKENS for batch, tokens in shapes)
+    assert np.allclose(together[:3], alone, atol=1e-5)

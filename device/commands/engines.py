@@ -71,10 +71,10 @@ def _list(app: App, args: argparse.Namespace) -> int:
     print(f"TensorRT: {platform['tensorrt'] or 'absent'}; GPU: {platform['gpu'] or 'none'}; engine cache: {manager.cache.root}")
     if manager.unavailable:
         print(f"{manager.unavailable}\nEvery model runs on the CPU (ONNX Runtime).")
-    for name, policy in MODELS.items():
-        mine = [r for r in rows if r["model"] == policy.model]
-        if policy.cpu_reason:
-            print(f"  {name:<12} CPU: {policy.cpu_reason}")
+    for name, spec in MODELS.items():
+        mine = [r for r in rows if r["model"] == spec.model]
+        if spec.cpu_reason:
+            print(f"  {name:<12} CPU: {spec.cpu_reason}")
         elif not mine:
             print(f"  {name:<12} no engine {'(CPU)' if manager.unavailable else 'yet: orin-avatar build ' + name}")
         for r in mine:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from engines.backends import open_runner
+from engines.model_specs import MODELS
 from engines.store.model_store import ModelStore
 
 from device.models.asr import SpeechRecognizer
@@ -14,24 +15,29 @@ from device.models.tts import SpeechSynthesizer
 from device.models.vad import VoiceActivityDetector
 
 def load_vad(store: ModelStore, threads: int = 1, engines=None) -> VoiceActivityDetector:
-    return VoiceActivityDetector(open_runner(store, "vad.onnx", threads, engines))
+    return VoiceActivityDetector(open_runner(store, "vad", threads, engines))
 
 
 def load_asr(store: ModelStore, threads: int = 1, engines=None) -> SpeechRecognizer:
-    return SpeechRecognizer(open_runner(store, "asr-encoder.onnx", threads, engines),
-                            open_runner(store, "asr-decoder.onnx", threads, engines),
-                            store.path("asr-tokenizer.bin"))
+    return SpeechRecognizer(open_runner(store, "asr-encoder", threads, engines), open_runner(store, "asr-decoder", threads, engines),
+                            store.path(_extra("asr-decoder")))
 
 
 def load_tts(store: ModelStore, threads: int = 1, variability: float = 1.0, length_scale: float = 1.0,
              engines=None) -> SpeechSynthesizer:
-    return SpeechSynthesizer(open_runner(store, "tts.onnx", threads, engines), store.path("tts.onnx.json"),
+    return SpeechSynthesizer(open_runner(store, "tts", threads, engines), store.path(_extra("tts")),
                              length_scale=length_scale, variability=variability)
 
 
 def load_faces(store: ModelStore, threads: int = 1, engines=None) -> FaceDetector:
-    return FaceDetector(open_runner(store, "face.onnx", threads, engines))
+    return FaceDetector(open_runner(store, "face", threads, engines))
 
 
 def load_text(store: ModelStore, threads: int = 1, engines=None) -> TextEncoder:
-    return TextEncoder(open_runner(store, "text.onnx", threads, engines), store.path("text-tokenizer.json"))
+    return TextEncoder(open_runner(store, "text", threads, engines), store.path(_extra("text")))
+
+
+def _extra(name: str) -> str:
+    """The one other store file a model's wrapper reads (its tokenizer or voice settings)."""
+    (extra,) = MODELS[name].extra_files
+    return extra
