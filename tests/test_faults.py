@@ -116,3 +116,47 @@ def test_the_file_display_writes_its_video_on_a_clean_stop(tmp_path):
         sink.show(np.zeros((120, 160, 3), np.uint8))
     assert sink.close() == [tmp_path / "avatar.mp4"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["avatar.mp4"]
+
+
+def test_losing_the_x_server_drops_the_display_not_the_process(tmp_path):
+    """The window lives in its own process: when the X server dies, `show` says so and the caller
+    (the daemon's display loop) goes on; before, Qt ended the whole daemon ("X11 connection broke")."""
+    import sys
+
+    from tests.conftest import REPO
+
+    display = ":59"
+    server = subprocess.Popen(["Xvfb", display, "-screen", "0", "320x240x24", "-nolisten", "tcp"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    code = (
+        "import sys, time, numpy as np\n"
+        "from device.avatar.display import open_display\n"
+        "sink = open_display('window', 320, 240, 30)\n"
+        "print(sink.name, flush=True)\n"
+        "frame = np.full((240, 320, 3), 90, np.uint8)\n"
+        "shown = 0\n"
+        "while sink.show(frame):\n"
+        "    shown += 1; time.sleep(0.03)\n"
+        "    if shown == 30: print('showing', flush=True)\n"
+        "print('display lost after', shown, 'frames; still running', flush=True)\n"
+        "sink.close()\n"
+    )
+    from device.avatar.display import x_display_reachable
+
+    deadline = time.monotonic() + 10
+    while not x_display_reachable(display) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    shower = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=os.environ | {"DISPLAY": display, "QT_QPA_PLATFORM": "xcb"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert shower.stdout.readline().strip() == "window"
+        assert shower.stdout.readline().strip() == "showing"
+        server.kill()  # the X server goes away while the avatar is on screen
+        server.wait(timeout=10)
+        out, err = shower.communicate(timeout=30)
+    finally:
+        shower.kill()
+        server.kill()
+    assert shower.returncode == 0, err
+    assert "display lost after" in out and "still running" in out
+    assert "window process ended" in err

@@ -1,18 +1,21 @@
 """Where avatar frames go: a fullscreen window, a video file, or nowhere.
 
-OpenCV's window (Qt over xcb) aborts the whole process when there is no X display, which no
-try/except can catch, so the window sink checks for a reachable X server first and the caller
-falls back to a file or null sink with one log line. A window that fails later (the X server went
-away) reports it through `show` returning False; the conversation goes on without a display.
+OpenCV's window (Qt over xcb) aborts the whole process when there is no X display, and ends it
+("X11 connection broke") when the X server goes away; no try/except catches either. So the window
+lives in a child process of its own, fed through shared memory: the daemon checks for a reachable
+X server first (else a file or null sink, with one log line), and when the child dies later `show`
+returns False and the conversation goes on without a display.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import shutil
 import socket
 import subprocess
+from multiprocessing import resource_tracker, shared_memory
 from pathlib import Path
 
 import cv2
@@ -47,6 +50,10 @@ def x_display_reachable(display: str | None = None) -> bool:
 class NullSink:
     name = "null"
 
+    def helper_cpu_seconds(self) -> float:
+        """CPU time the sink spends outside this process (the window's process)."""
+        return 0.0
+
     def show(self, frame: np.ndarray) -> bool:
         return True
 
@@ -55,27 +62,59 @@ class NullSink:
 
 
 class WindowSink:
-    """A borderless fullscreen window; must be created and fed from the main thread."""
+    """A borderless fullscreen window, drawn by a child process that owns the X connection."""
 
     name = "window"
 
     def __init__(self, width: int, height: int) -> None:
-        cv2.namedWindow(WINDOW, cv2.WINDOW_NORMAL | cv2.WINDOW_GUI_NORMAL)
-        cv2.moveWindow(WINDOW, 0, 0)
-        cv2.resizeWindow(WINDOW, width, height)
-        cv2.setWindowProperty(WINDOW, cv2.WND_PROP_FULLSCREEN, cv2.WINDOW_FULLSCREEN)
+        context = multiprocessing.get_context("spawn")  # never fork a threaded daemon
+        self._frame = shared_memory.SharedMemory(create=True, size=width * height * 3)
+        self._shape = (height, width, 3)
+        self._ready = context.Event()  # set by the parent when a new frame is in the shared memory
+        self._child = context.Process(target=_draw_window, name="avatar-window", daemon=True,
+                                      args=(self._frame.name, self._shape, self._ready))
+        self._child.start()
+        self._lost = False
 
     def show(self, frame: np.ndarray) -> bool:
-        try:
-            cv2.imshow(WINDOW, frame)
-            cv2.waitKey(1)
-            return True
-        except cv2.error as exc:
-            log.error("the display failed (%s); the conversation goes on without it", exc)
+        if not self._child.is_alive():
+            if not self._lost:
+                log.error("the display's window process ended (exit %s: the X server went away?); the conversation "
+                          "goes on without it", self._child.exitcode)
+            self._lost = True
             return False
+        np.ndarray(self._shape, np.uint8, self._frame.buf)[:] = frame
+        self._ready.set()
+        return True
+
+    def helper_cpu_seconds(self) -> float:
+        try:
+            fields = Path(f"/proc/{self._child.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
     def close(self) -> None:
-        cv2.destroyAllWindows()
+        self._child.terminate()
+        self._child.join(timeout=5)
+        self._frame.close()
+        self._frame.unlink()
+
+
+def _draw_window(name: str, shape: tuple[int, int, int], ready) -> None:
+    """The window process: show each frame the daemon puts in the shared memory."""
+    frame = shared_memory.SharedMemory(name=name)
+    # The parent owns (and unlinks) the block; Python < 3.13 would also make this process's tracker do it.
+    resource_tracker.unregister(frame._name, "shared_memory")
+    cv2.namedWindow(WINDOW, cv2.WINDOW_NORMAL | cv2.WINDOW_GUI_NORMAL)
+    cv2.moveWindow(WINDOW, 0, 0)
+    cv2.resizeWindow(WINDOW, shape[1], shape[0])
+    cv2.setWindowProperty(WINDOW, cv2.WND_PROP_FULLSCREEN, cv2.WINDOW_FULLSCREEN)
+    pixels = np.ndarray(shape, np.uint8, frame.buf)
+    while True:
+        if ready.wait(0.1):
+            ready.clear()
+            cv2.imshow(WINDOW, pixels)
         cv2.waitKey(1)
 
 
@@ -84,6 +123,7 @@ class VideoFileSink:
     installed (MP4 or MKV), otherwise leaves the video and a WAV beside it."""
 
     name = "file"
+    helper_cpu_seconds = NullSink.helper_cpu_seconds
 
     def __init__(self, path: Path, width: int, height: int, fps: float) -> None:
         self.path = Path(path)
