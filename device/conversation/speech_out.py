@@ -48,6 +48,7 @@ class SpeechOut:
         self._tts_lock = threading.Lock()  # one synthesis at a time: the runner is not re-entrant
         self._preparing: threading.Thread | None = None
         self._stop_preparing = threading.Event()
+        self._keep: frozenset[str] = frozenset()  # the sentences worth caching: the knowledge base's answers
 
     def chunks(self, turn: int, text: str, cancelled: threading.Event) -> Iterator[ReplyChunk]:
         """Sentence chunks of `text`; stops early when `cancelled` is set."""
@@ -62,7 +63,15 @@ class SpeechOut:
             start += len(spoken.audio)
 
     def prepare(self, texts: list[str]) -> None:
-        """Synthesize `texts` into the cache on a background thread."""
+        """Make `texts` (the knowledge base's answers) the cached ones and synthesize them on a background
+        thread. Other replies (the time, an LLM's words) are not kept: they rarely come back word for
+        word, and keeping them would grow memory for weeks."""
+        keep = frozenset(s for text in texts for s in split_sentences(text))
+        with self._lock:
+            self._keep = keep
+            for stale in [key for key in self._cache if key not in keep]:
+                del self._cache[stale]
+
         def run() -> None:
             for text in texts:
                 for sentence in split_sentences(text):
@@ -94,8 +103,8 @@ class SpeechOut:
         with self._tts_lock:
             phonemes = [p for group in self.tts.sentences(sentence) for p in group]
             spoken = self.tts.synthesize_phonemes(phonemes, sentence)
-        if self.cache_enabled:
-            with self._lock:
+        with self._lock:
+            if self.cache_enabled and key in self._keep:
                 self._cache[key] = spoken
                 while len(self._cache) > CACHE_SIZE:
                     self._cache.popitem(last=False)

@@ -35,7 +35,7 @@ from device.sound.speakers import Speaker
 from engines.runner import Runner
 
 log = logging.getLogger(__name__)
-KEEP_TURNS = 100  # turns kept for status reports; None keeps every turn (demo, benchmarks)
+KEEP_TURNS = 10  # turns kept (with their reply audio) for status, which shows them; None: every turn (demo, bench)
 
 
 @dataclass
