@@ -131,6 +131,21 @@ def test_ready_status_visit_reload_and_clean_stop(store, tmp_path, daemons):
     status = daemon.status()
     assert status["knowledge"]["intents"] == intents
     assert "has no 'answer'" in status["knowledge"]["last_reload"] and str(knowledge) in status["knowledge"]["last_reload"]
+    # Faults injected into the running daemon: a knowledge base that is not UTF-8, then a FIFO (reading it
+    # would block the reloading thread for ever), each with a status client that never reads.
+    stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stuck.connect(str(daemon.home / "run" / "status.sock"))
+    for fault, said in ((lambda: knowledge.write_bytes('[[intent]]\nname = "caf\xe9"\n'.encode("latin-1")), "not UTF-8"),
+                        (lambda: (knowledge.unlink(), os.mkfifo(knowledge)), "not a regular file")):
+        fault()
+        daemon.messages.clear()
+        daemon.process.send_signal(signal.SIGHUP)
+        daemon.wait_for("reload failed", 10)
+        status = daemon.status()
+        assert said in status["knowledge"]["last_reload"] and status["knowledge"]["intents"] == intents
+        assert status["hung_stages"] == [] and daemon.process.poll() is None
+    stuck.close()
+    knowledge.unlink()
     # A good one replaces it.
     knowledge.write_text('[[intent]]\nname = "parrots"\nexamples = ["Do you have parrots?"]\nanswer = "Yes."\n')
     daemon.process.send_signal(signal.SIGHUP)
@@ -177,6 +192,54 @@ def test_watchdog_pings_stop_while_a_stage_hangs(store, tmp_path, daemons):
     assert code == 0
     assert "stage turns has not reported" in stderr and "stage turns reports again" in stderr
     server.shutdown()
+
+
+class _DrippingLlm(http.server.BaseHTTPRequestHandler):
+    """Answers a byte every half second: each read is quick, the reply never ends in time."""
+
+    def do_POST(self):  # noqa: N802
+        self.send_response(200)
+        self.end_headers()
+        try:
+            for byte in b'{"choices": [{"message": {"content": "' + b"drip " * 200:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(0.5)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_dripping_llm_and_sigterm_during_a_long_reply(store, tmp_path, daemons):
+    """The LLM call is bounded as a whole (the knowledge base answers in time), and SIGTERM cuts the
+    long reply being spoken: the daemon exits well inside the unit's TimeoutStopSec (15 s), replies written."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _DrippingLlm)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    knowledge = tmp_path / "knowledge.toml"
+    long_answer = " ".join(f"Ticket option {i} costs {i} euros on weekdays and a little more at weekends." for i in range(1, 25))
+    knowledge.write_text(f'[[intent]]\nname = "tickets"\nexamples = ["How much is a ticket?"]\nanswer = "{long_answer}"\n')
+    config = tmp_path / "orin-avatar.toml"
+    config.write_text(f'[dialogue]\nknowledge = "{knowledge}"\n[tts]\ncache = false\n'
+                      f'[llm]\nurl = "http://127.0.0.1:{server.server_port}/v1"\ntimeout_s = 1.5\n')
+    mic = _visit(tmp_path / "visit.wav", [1.0, "04-tickets.wav", 60.0])
+    daemon = Daemon(tmp_path, store, mic, config)
+    daemons.append(daemon)
+    daemon.wait_for("READY=1", 60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not daemon.status()["speaking"]:  # the long reply starts
+        daemon.receive(time.monotonic() + 0.5)
+    assert daemon.status()["speaking"]
+    code, seconds, stderr = daemon.stop()
+    server.shutdown()
+    assert code == 0 and seconds < 5, stderr[-2000:]
+    assert "gave no usable answer" in stderr, stderr[-3000:]  # bounded: the knowledge base answered
+    turn = next(line for line in stderr.splitlines() if "turn 1: " in line)
+    assert "tickets" in turn and "interrupted" in turn
+    assert float(turn.split("answered in ")[1].split(" ms")[0]) < 1500 + 2000  # timeout_s plus the answer's own time
+    replies, rate = soundfile.read(daemon.speaker)
+    assert 0 < len(replies) / rate < 60  # what was played of the long reply, cut by SIGTERM
 
 
 def test_unit_file_verifies_clean():

@@ -153,7 +153,7 @@ class Daemon:
             self.perception = self._start_perception(settings, conversation)
             self.state = "ready"
             self.notifier.ready(self._summary())
-            log.info("ready: %s", self._summary())
+            log.info("%s", self._summary())
             self._display_loop(settings.avatar, Avatar())
         finally:
             self._shutdown(conversation, status, workers)
@@ -277,6 +277,7 @@ class Daemon:
             models[name] = entry
         return {
             "state": self.state, "pid": os.getpid(), "uptime_s": round(time.monotonic() - self.started, 1),
+            "speaking": self.speaker.busy,
             "status": self.notifier.last_status, "models": models,
             "devices": {"microphone": self.microphone.state,
                         "speaker": f"file {self.options.speaker}" if self.options.speaker else self.speaker.state,
