@@ -160,3 +160,53 @@ def test_losing_the_x_server_drops_the_display_not_the_process(tmp_path):
     assert shower.returncode == 0, err
     assert "display lost after" in out and "still running" in out
     assert "window process ended" in err
+
+
+def test_under_the_units_sandbox_the_display_status_and_doctor_find_what_they_need(store, tmp_path):
+    """PrivateTmp=yes (a /tmp of its own: no X11-unix socket file) and RuntimeDirectory=orin-avatar
+    (/run/orin-avatar), emulated in a private mount namespace; `status` and `doctor` run as a person
+    would, without RUNTIME_DIRECTORY."""
+    import json
+    import shutil
+    import sys
+
+    import soundfile
+
+    from device.conversation.visit import bundled_questions
+    from tests.conftest import REPO
+
+    display = ":62"
+    server = subprocess.Popen(["Xvfb", display, "-screen", "0", "320x240x24", "-nolisten", "tcp"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    question = bundled_questions()[0].audio
+    soundfile.write(tmp_path / "visit.wav", np.concatenate([np.zeros(16000, np.float32), question, np.zeros(64000, np.float32)]), 16000)
+    python = sys.executable
+    script = f"""
+set -e
+mount -t tmpfs tmpfs /run && mkdir /run/orin-avatar /run/out        # RuntimeDirectory=orin-avatar
+mount --bind {tmp_path} /run/out
+mount -t tmpfs tmpfs /tmp                                            # PrivateTmp=yes
+export DISPLAY={display} ORIN_AVATAR_HOME=/run/out/home
+cd {REPO}
+RUNTIME_DIRECTORY=/run/orin-avatar {python} -m device --store {store.root} run --mic /run/out/visit.wav \
+    --speaker /run/out/replies.wav 2> /run/out/daemon.log &
+pid=$!
+for i in $(seq 1 240); do [ -S /run/orin-avatar/status.sock ] && break; sleep 0.25; done
+{python} -m device status --json > /run/out/status.json
+{python} -m device --store {store.root} doctor --json > /run/out/doctor.json || true
+kill -TERM $pid; wait $pid
+"""
+    try:
+        result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                                capture_output=True, text=True, timeout=180)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    log = (tmp_path / "daemon.log").read_text()
+    assert result.returncode == 0, result.stderr + log[-2000:]
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["state"] == "ready" and status["devices"]["display"] == "window"
+    checks = {c["name"]: c for c in json.loads((tmp_path / "doctor.json").read_text())}
+    assert checks["display"]["level"] == "ok" and checks["daemon"]["level"] == "ok", checks
+    assert "no X display" not in log
+    shutil.rmtree(tmp_path / "home", ignore_errors=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -23,7 +24,7 @@ class Perception:
         """`start`: run the loop on its own thread (the daemon); tests call `observe` themselves."""
         self.camera, self.detector, self.engagement = camera, detector, engagement
         self.rate_hz, self.on_event, self.on_gaze, self.beat = rate_hz, on_event, on_gaze, beat
-        self.latency_ms: list[float] = []  # capture -> gaze target, per processed frame
+        self.latency_ms: collections.deque[float] = collections.deque(maxlen=1000)  # capture -> gaze target, the last frames
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="perception", daemon=True)
         if start:
