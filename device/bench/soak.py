@@ -25,9 +25,11 @@ from engines.errors import InputError, OrinAvatarError
 from engines.model_specs import SPEECH_RATE
 
 from device.app import App
-from device.audio_file import write_wav
+from device.audio_file import resample, write_wav
 from device.bundled import SAMPLE_PHOTO
 from device.conversation.visit import bundled_questions
+from device.models import catalog
+from device.service.status_socket import read_status
 
 SAMPLE_S = 5.0
 RELOAD_EVERY_S = 60.0
@@ -68,11 +70,7 @@ def _visit(app: App, work: Path) -> Path:
     pieces = []
     for question in questions:
         pieces += [question.audio, gap]
-    from device.models import catalog
-
     tts = catalog.load_tts(app.store, app.threads, variability=0.0)
-    from device.audio_file import resample
-
     stop = resample(np.concatenate([c.audio for c in tts.synthesize("Stop talking.")]), tts.sample_rate, SPEECH_RATE)
     pieces += [questions[3].audio, np.zeros(int(1.5 * SPEECH_RATE), np.float32), 0.5 * stop, gap]
     path = work / "visit.wav"
@@ -96,8 +94,6 @@ def _camera_clip(work: Path) -> Path:
 
 
 def _sample(child: subprocess.Popen, socket_path: Path, seconds: float) -> list[dict]:
-    from device.service.status_socket import read_status
-
     samples, started, next_reload = [], time.monotonic(), time.monotonic() + RELOAD_EVERY_S
     while time.monotonic() - started < seconds:
         time.sleep(SAMPLE_S)
