@@ -26,7 +26,7 @@ from engines.model_specs import FRAME
 from engines.store.model_store import state_home
 
 from device.app import App
-from device.audio_file import read_audio, write_wav
+from device.audio_file import read_audio
 from device.avatar.animator import Avatar, State
 from device.avatar.display import NullSink, open_display
 from device.avatar.renderer import Colours, Renderer
@@ -40,7 +40,7 @@ from device.service.notifier import Notifier, watchdog_interval
 from device.service.status_socket import StatusServer
 from device.settings import load_settings
 from device.sound.devices import DeviceSpeaker, Microphone
-from device.sound.speakers import RecordingSpeaker
+from device.sound.speakers import WavFileSpeaker
 from device.vision.camera import Camera
 from device.vision.engagement import Engagement, VisitorArrived, VisitorLeft
 from device.vision.perception import Perception
@@ -129,7 +129,7 @@ class Daemon:
         speakers: list = []
 
         def make_speaker(rate: int):
-            made = RecordingSpeaker(rate, realtime=True) if self.options.speaker else DeviceSpeaker(rate, settings.audio.output_device)
+            made = WavFileSpeaker(self.options.speaker, rate) if self.options.speaker else DeviceSpeaker(rate, settings.audio.output_device)
             speakers.append(made)
             return made
 
@@ -260,9 +260,7 @@ class Daemon:
         if status is not None:
             status.close()
         if self.options.speaker:
-            played = self.speaker.take()
-            write_wav(self.options.speaker, played, self.speaker.sample_rate)
-            log.info("stopped; wrote %.1f s of speech to %s", len(played) / self.speaker.sample_rate, self.options.speaker)
+            log.info("stopped; wrote %.1f s of speech to %s", self.speaker.seconds, self.options.speaker)
 
     def snapshot(self) -> dict:
         """What `orin-avatar status` shows."""

@@ -11,6 +11,8 @@ import queue
 import threading
 import time
 
+from pathlib import Path
+
 import numpy as np
 
 from device.messages import ReplyChunk
@@ -109,14 +111,41 @@ class RecordingSpeaker(Speaker):
         super().__init__(sample_rate)
 
     def _write(self, samples: np.ndarray) -> None:
+        self._pace(len(samples))
+        self.recorded.append(samples)
+
+    def _pace(self, count: int) -> None:
+        """Block as a sound card taking `count` samples would (when `realtime`)."""
         if self.realtime:
             now = time.monotonic()
-            self._next = max(self._next, now) + len(samples) / self.sample_rate
-            time.sleep(max(0.0, self._next - now - len(samples) / self.sample_rate))
-        self.recorded.append(samples)
+            self._next = max(self._next, now) + count / self.sample_rate
+            time.sleep(max(0.0, self._next - now - count / self.sample_rate))
 
     def take(self) -> np.ndarray:
         """Everything played since the last take."""
         audio = np.concatenate(self.recorded) if self.recorded else np.zeros(0, np.float32)
         self.recorded = []
         return audio
+
+
+class WavFileSpeaker(RecordingSpeaker):
+    """The daemon's `--speaker FILE.wav`: plays at a sound card's pace and writes each block to the file
+    as it goes (16-bit PCM), so nothing is kept in memory however long the daemon runs, and what was
+    played is on disk when it stops."""
+
+    def __init__(self, path: Path, sample_rate: int) -> None:
+        import soundfile
+
+        self.path = Path(path)
+        self.seconds = 0.0
+        self._file = soundfile.SoundFile(str(self.path), "w", sample_rate, 1, "PCM_16")
+        super().__init__(sample_rate, realtime=True)
+
+    def _write(self, samples: np.ndarray) -> None:
+        self._pace(len(samples))
+        self._file.write(np.clip(samples, -1.0, 1.0))
+        self.seconds += len(samples) / self.sample_rate
+
+    def close(self) -> None:
+        super().close()
+        self._file.close()
