@@ -281,3 +281,16 @@ def test_replayed_visit_with_camera_greets_answers_and_says_goodbye(store, tmp_p
     assert status["devices"]["camera"].endswith("(connected)") or "lost" in status["devices"]["camera"]
     code, _, _ = daemon.stop()
     assert code == 0
+
+
+def test_sigterm_while_the_speech_cache_is_being_prepared(store, tmp_path, daemons):
+    """Right after READY the knowledge base's answers are still being synthesized into the cache: a
+    SIGTERM then ends the daemon cleanly (before, 6 of 6 tries aborted: "terminate called without an
+    active exception", SIGABRT)."""
+    mic = _visit(tmp_path / "visit.wav", [30.0])
+    daemon = Daemon(tmp_path, store, mic)
+    daemons.append(daemon)
+    daemon.wait_for("READY=1", 60)
+    code, seconds, stderr = daemon.stop()
+    assert code == 0 and seconds < 10, stderr[-2000:]
+    assert "terminate called" not in stderr
