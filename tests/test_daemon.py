@@ -218,7 +218,9 @@ def test_a_dripping_llm_and_sigterm_during_a_long_reply(store, tmp_path, daemons
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _DrippingLlm)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     knowledge = tmp_path / "knowledge.toml"
-    long_answer = " ".join(f"Ticket option {i} costs {i} euros on weekdays and a little more at weekends." for i in range(1, 25))
+    # A reply no synthesizer call could take whole: a NUL, a 130 KB "word", then a long run of sentences.
+    long_answer = "Tickets\\u0000 first. " + "x" * 130_000 + ". " + " ".join(
+        f"Ticket option {i} costs {i} euros on weekdays and a little more at weekends." for i in range(1, 25))
     knowledge.write_text(f'[[intent]]\nname = "tickets"\nexamples = ["How much is a ticket?"]\nanswer = "{long_answer}"\n')
     config = tmp_path / "orin-avatar.toml"
     config.write_text(f'[dialogue]\nknowledge = "{knowledge}"\n[tts]\ncache = false\n'
@@ -227,14 +229,16 @@ def test_a_dripping_llm_and_sigterm_during_a_long_reply(store, tmp_path, daemons
     daemon = Daemon(tmp_path, store, mic, config)
     daemons.append(daemon)
     daemon.wait_for("READY=1", 60)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not daemon.status()["speaking"]:  # the long reply starts
-        daemon.receive(time.monotonic() + 0.5)
-    assert daemon.status()["speaking"]
+    deadline, speaking = time.monotonic() + 30, False
+    while time.monotonic() < deadline and not speaking:  # until the long reply is being spoken
+        daemon.receive(time.monotonic() + 0.2)
+        speaking = daemon.status()["speaking"]
+    assert speaking
     code, seconds, stderr = daemon.stop()
     server.shutdown()
     assert code == 0 and seconds < 5, stderr[-2000:]
     assert "gave no usable answer" in stderr, stderr[-3000:]  # bounded: the knowledge base answered
+    assert "could not be spoken" not in stderr
     turn = next(line for line in stderr.splitlines() if "turn 1: " in line)
     assert "tickets" in turn and "interrupted" in turn
     assert float(turn.split("answered in ")[1].split(" ms")[0]) < 1500 + 2000  # timeout_s plus the answer's own time
