@@ -180,20 +180,25 @@ def test_under_the_units_sandbox_the_display_status_and_doctor_find_what_they_ne
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     question = bundled_questions()[0].audio
     soundfile.write(tmp_path / "visit.wav", np.concatenate([np.zeros(16000, np.float32), question, np.zeros(64000, np.float32)]), 16000)
-    python = sys.executable
+    def seen(path) -> str:
+        """`path` as the sandbox sees it: the original /tmp stays reachable under /run/oldtmp."""
+        path = str(path)
+        return "/run/oldtmp/" + path[len("/tmp/"):] if path.startswith("/tmp/") else path
+
+    out, python, repo = seen(tmp_path), seen(sys.executable), seen(REPO)
     script = f"""
 set -e
-mount -t tmpfs tmpfs /run && mkdir /run/orin-avatar /run/out        # RuntimeDirectory=orin-avatar
-mount --bind {tmp_path} /run/out
+mount -t tmpfs tmpfs /run && mkdir /run/orin-avatar /run/oldtmp     # RuntimeDirectory=orin-avatar
+mount --bind /tmp /run/oldtmp
 mount -t tmpfs tmpfs /tmp                                            # PrivateTmp=yes
-export DISPLAY={display} ORIN_AVATAR_HOME=/run/out/home
-cd {REPO}
-RUNTIME_DIRECTORY=/run/orin-avatar {python} -m device --store {store.root} run --mic /run/out/visit.wav \
-    --speaker /run/out/replies.wav 2> /run/out/daemon.log &
+export DISPLAY={display} ORIN_AVATAR_HOME={out}/home
+cd {repo}
+RUNTIME_DIRECTORY=/run/orin-avatar {python} -m device --store {store.root} run --mic {out}/visit.wav \
+    --speaker {out}/replies.wav 2> {out}/daemon.log &
 pid=$!
 for i in $(seq 1 240); do [ -S /run/orin-avatar/status.sock ] && break; sleep 0.25; done
-{python} -m device status --json > /run/out/status.json
-{python} -m device --store {store.root} doctor --json > /run/out/doctor.json || true
+{python} -m device status --json > {out}/status.json
+{python} -m device --store {store.root} doctor --json > {out}/doctor.json || true
 kill -TERM $pid; wait $pid
 """
     try:
