@@ -163,43 +163,54 @@ def test_losing_the_x_server_drops_the_display_not_the_process(tmp_path):
 
 
 def test_under_the_units_sandbox_the_display_status_and_doctor_find_what_they_need(store, tmp_path):
-    """PrivateTmp=yes (a /tmp of its own: no X11-unix socket file) and RuntimeDirectory=orin-avatar
-    (/run/orin-avatar), emulated in a private mount namespace; `status` and `doctor` run as a person
-    would, without RUNTIME_DIRECTORY."""
+    """The unit's sandbox, emulated in a private mount namespace: PrivateTmp=yes (a /tmp of its own: no
+    X11-unix socket file), RuntimeDirectory=orin-avatar (/run/orin-avatar, owned by the service user),
+    StateDirectory= and UMask=0027, and User= (an unprivileged uid with no passwd entry and no
+    supplementary groups; the code and the model store readable through bind mounts, as under /opt
+    and /var/lib). `status` and `doctor` run as a person would, as root, without RUNTIME_DIRECTORY."""
     import json
-    import shutil
     import sys
+    from pathlib import Path
 
     import soundfile
 
     from device.conversation.visit import bundled_questions
     from tests.conftest import REPO
 
-    display = ":62"
+    display, uid = ":62", 64123  # no such user on this machine
     server = subprocess.Popen(["Xvfb", display, "-screen", "0", "320x240x24", "-nolisten", "tcp"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     question = bundled_questions()[0].audio
     soundfile.write(tmp_path / "visit.wav", np.concatenate([np.zeros(16000, np.float32), question, np.zeros(64000, np.float32)]), 16000)
-    def seen(path) -> str:
-        """`path` as the sandbox sees it: the original /tmp stays reachable under /run/oldtmp."""
-        path = str(path)
-        return "/run/oldtmp/" + path[len("/tmp/"):] if path.startswith("/tmp/") else path
-
-    out, python, repo = seen(tmp_path), seen(sys.executable), seen(REPO)
+    python = "/run/app/" + str(Path(sys.executable).relative_to(REPO)) if Path(sys.executable).is_relative_to(REPO) else sys.executable
+    # An interpreter under /root (pyenv) is made reachable as one under /usr would be on a robot.
+    base = sys.base_prefix
+    interpreter = (f"mkdir /run/python && mount --bind {base} /run/python && mount -t tmpfs -o mode=0755 tmpfs /root"
+                   f" && mkdir -p {base} && mount --bind /run/python {base}") if base.startswith("/root/") else ""
+    out = "/run/oldtmp/" + str(tmp_path.relative_to("/tmp"))  # the original /tmp, as the sandbox sees it
     script = f"""
 set -e
-mount -t tmpfs tmpfs /run && mkdir /run/orin-avatar /run/oldtmp     # RuntimeDirectory=orin-avatar
+mount -t tmpfs -o mode=0755 tmpfs /run
+mkdir -p /run/orin-avatar /run/app /run/store /run/state /run/oldtmp    # RuntimeDirectory=, the install, the store
+mount --bind {REPO} /run/app
+mount --bind {store.root} /run/store
 mount --bind /tmp /run/oldtmp
+{interpreter}
+chown {uid}:{uid} /run/orin-avatar /run/state
+cp {out}/visit.wav /run/state/visit.wav && chown {uid} /run/state/visit.wav
 mount -t tmpfs tmpfs /tmp                                            # PrivateTmp=yes
-export DISPLAY={display} ORIN_AVATAR_HOME={out}/home
-cd {repo}
-RUNTIME_DIRECTORY=/run/orin-avatar {python} -m device --store {store.root} run --mic {out}/visit.wav \
-    --speaker {out}/replies.wav 2> {out}/daemon.log &
+cd /run/app
+export DISPLAY={display}
+(umask 0027; exec env RUNTIME_DIRECTORY=/run/orin-avatar STATE_DIRECTORY=/run/state HOME=/run/state \
+    setpriv --reuid {uid} --regid {uid} --clear-groups --no-new-privs \
+    {python} -m device --store /run/store run --mic /run/state/visit.wav --speaker /run/state/replies.wav \
+    2> {out}/daemon.log) &
 pid=$!
 for i in $(seq 1 240); do [ -S /run/orin-avatar/status.sock ] && break; sleep 0.25; done
 {python} -m device status --json > {out}/status.json
-{python} -m device --store {store.root} doctor --json > {out}/doctor.json || true
+ORIN_AVATAR_HOME=/run/state {python} -m device --store /run/store doctor --json > {out}/doctor.json || true
 kill -TERM $pid; wait $pid
+stat -c '%u %a' /run/state/replies.wav > {out}/replies.stat
 """
     try:
         result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
@@ -214,4 +225,4 @@ kill -TERM $pid; wait $pid
     checks = {c["name"]: c for c in json.loads((tmp_path / "doctor.json").read_text())}
     assert checks["display"]["level"] == "ok" and checks["daemon"]["level"] == "ok", checks
     assert "no X display" not in log
-    shutil.rmtree(tmp_path / "home", ignore_errors=True)
+    assert (tmp_path / "replies.stat").read_text().split() == [str(uid), "640"]  # the service user's, UMask=0027

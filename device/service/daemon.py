@@ -36,6 +36,7 @@ from device.conversation.visit import MicrophoneClock
 from device.messages import LookAt, Presence
 from device.models import catalog
 from device.service.heartbeats import Heartbeats
+from device.service.memory import release_free_memory
 from device.service.notifier import Notifier, watchdog_interval
 from device.service.status_socket import StatusServer
 from device.settings import load_settings
@@ -48,6 +49,7 @@ from device.vision.perception import Perception
 log = logging.getLogger(__name__)
 STAGE_DEADLINE_S = 5.0  # a worker silent for longer is hung
 DEFAULT_WATCHDOG_S = 5.0  # ping interval when the watchdog is on but WATCHDOG_USEC is missing
+TRIM_EVERY_S = 60.0  # freed heap goes back to the system this often (while the robot is not speaking)
 
 
 class FileMicrophone:
@@ -168,12 +170,16 @@ class Daemon:
         self.display = sink.name
         renderer = Renderer(settings.width, settings.height, Colours.of(settings)) if sink.name != "null" else None
         started, period = time.monotonic(), 1 / settings.fps
+        next_trim = started + TRIM_EVERY_S
         beat = self.heartbeats.register("display", STAGE_DEADLINE_S)  # a hung display or reload stops the watchdog
         while not self.stop.wait(period if renderer else 0.2):
             beat()
             if self.reload.is_set():
                 self.reload.clear()
                 self._reload()
+            if time.monotonic() >= next_trim and not self.speaker.busy:
+                release_free_memory()
+                next_trim = time.monotonic() + TRIM_EVERY_S
             self._deliver(avatar)
             if avatar.state == State.SPEAKING and not self.speaker.busy:
                 avatar.silence()
