@@ -16,7 +16,7 @@ from typing import Callable
 
 from calibration import TABLES_DIR
 from engines.engine_manager import EngineManager
-from engines.errors import InputError
+from engines.errors import InputError, OrinAvatarError
 from engines.store.model_store import ModelStore, state_home
 
 from device.conversation.dialogue import Dialogue
@@ -93,4 +93,14 @@ class App:
         speech.prepare([i.answer for i in dialogue.intents.values() if i.answer])
         return Conversation(catalog.load_vad(self.store, engines=engines), catalog.load_asr(self.store, self.threads, engines),
                             dialogue, speech, make_speaker(tts.sample_rate), settings.endpoint, heartbeat, observer,
-                            keep_turns)
+                            keep_turns, self._end_of_turn(settings.endpoint, engines))
+
+    def _end_of_turn(self, endpoint, engines):
+        """The end-of-turn model if it is on; without it (off, or it cannot be loaded) the hangover is fixed."""
+        if not endpoint.end_of_turn:
+            return None
+        try:
+            return catalog.load_end_of_turn(self.store, self.threads, endpoint.end_of_turn_threshold, engines)
+        except OrinAvatarError as exc:
+            log.warning("no end-of-turn model, every pause gets the fixed %d ms hangover: %s", endpoint.hangover_ms, exc)
+            return None

@@ -28,6 +28,16 @@ class SpeechPaused:
 
 
 @dataclass(frozen=True)
+class EndOfTurnVerdict:
+    """The end-of-turn model's judgement of the pause after `speech_end`."""
+
+    speech_end: int  # the pause it judged: sample just after the last speech frame
+    probability: float  # that the visitor has finished
+    complete: bool  # probability at or above the threshold
+    cost_ms: float  # features and inference
+
+
+@dataclass(frozen=True)
 class SpeechResumed:
     """The visitor went on talking: a speculative result is void."""
 

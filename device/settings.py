@@ -45,16 +45,25 @@ class EndpointSettings:
 
     vad_threshold: float  # VAD probability that counts as speech
     onset_ms: int  # speech this long starts an utterance
-    hangover_ms: int  # silence this long ends it
+    hangover_ms: int  # silence this long ends it (without an end-of-turn verdict)
     pre_roll_ms: int  # audio kept from before the speech start
     max_utterance_s: float  # a longer utterance is cut here
+    end_of_turn: bool = False  # judge each pause with the end-of-turn model
+    end_of_turn_threshold: float = 0.5  # its probability from which the visitor has finished
+    min_hangover_ms: int = 200  # silence that ends an utterance judged finished
+    max_hangover_ms: int = 1200  # silence that ends an utterance judged unfinished
 
     def __post_init__(self) -> None:
         if not 0 < self.vad_threshold < 1:
             raise ValueError(f"vad_threshold must be between 0 and 1, got {self.vad_threshold}")
-        for key in ("onset_ms", "hangover_ms", "pre_roll_ms"):
+        for key in ("onset_ms", "hangover_ms", "pre_roll_ms", "min_hangover_ms", "max_hangover_ms"):
             if not 0 <= getattr(self, key) <= 5000:
                 raise ValueError(f"{key} must be between 0 and 5000 ms, got {getattr(self, key)}")
+        if not self.min_hangover_ms <= self.hangover_ms <= self.max_hangover_ms:
+            raise ValueError(f"min_hangover_ms <= hangover_ms <= max_hangover_ms must hold, got {self.min_hangover_ms}, "
+                             f"{self.hangover_ms}, {self.max_hangover_ms}")
+        if not 0 < self.end_of_turn_threshold < 1:
+            raise ValueError(f"end_of_turn_threshold must be between 0 and 1, got {self.end_of_turn_threshold}")
         if not 1 <= self.max_utterance_s <= 60:
             raise ValueError(f"max_utterance_s must be between 1 and 60 s, got {self.max_utterance_s}")
 

@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 
 SPEECH_RATE = 16000  # Hz, mono: what the VAD, the recogniser and the end-of-turn model take
+END_OF_TURN_FEATURES = (80, 800)  # Smart Turn v3: 80 log-mel bins x 800 10-ms hops = its 8 s window
 FRAME = 512  # samples per microphone frame and VAD decision (32 ms), what Silero VAD v5+ is trained on
 VAD_CONTEXT = 64  # samples of the previous frame the VAD sees in front of each frame
 
@@ -72,6 +73,11 @@ def _vad_golden() -> Feeds:
     return {"input": _audio(0.036, 1)[None, :FRAME + VAD_CONTEXT], "state": np.zeros(VAD_STATE, np.float32)}
 
 
+def _end_of_turn_golden() -> Feeds:
+    rng = np.random.default_rng(4)  # log-mel features as Whisper scales them: within [-1, 1.5]
+    return {"input_features": rng.uniform(-1, 1, (1, *END_OF_TURN_FEATURES)).astype(np.float32)}
+
+
 def _encoder_golden() -> Feeds:
     return {"input_values": _audio(2.0, 2)[None, :]}
 
@@ -91,6 +97,8 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
               min_cosine=0.98, deadline_ms=30, golden=_text_golden, extra_files=("text-tokenizer.json",)),
     ModelSpec("asr-encoder.onnx", {"input_values": ((1, 4000), (1, 64000), (1, MAX_AUDIO))},
               min_cosine=0.99, deadline_ms=300, golden=_encoder_golden),
+    ModelSpec("end-of-turn.onnx", {"input_features": ((1, *END_OF_TURN_FEATURES),) * 3},
+              min_cosine=0.99, deadline_ms=150, golden=_end_of_turn_golden),
     ModelSpec("asr-decoder.onnx", {}, min_cosine=0.99, deadline_ms=50, golden=dict, extra_files=("asr-tokenizer.bin",),
               cpu_reason="the merged decoder branches on an input (use_cache_branch) and its KV-cache outputs "
                          "change shape from step to step; TensorRT needs a decoder split into its two branches"),

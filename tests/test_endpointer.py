@@ -74,3 +74,50 @@ def test_resumed_then_paused_carry_consistent_speech_ends():
 def test_a_dip_between_syllables_starts_no_speculation():
     kinds = [type(e).__name__ for _, e in run("SSSS" + ".." + "SSSS" + "." * 12)]
     assert kinds == ["SpeechStarted", "SpeechPaused", "Utterance"]
+
+
+def judged(pattern: str, verdict_at: int | None, complete: bool) -> list[tuple[int, object]]:
+    """Like `run`, with an end-of-turn verdict on the first pause arriving before frame `verdict_at`."""
+    from device.messages import EndOfTurnVerdict
+
+    endpointer = Endpointer(JUDGED, judged=True)
+    events, pause = [], None
+    for i, mark in enumerate(pattern):
+        if i == verdict_at and pause is not None:
+            events += [(i, e) for e in endpointer.judge(EndOfTurnVerdict(pause.speech_end, 0.9 if complete else 0.1, complete, 50.0))]
+        frame = np.full(FRAME, i, np.float32)
+        for event in endpointer.push(frame, 0.9 if mark == "S" else 0.1):
+            events.append((i, event))
+            pause = event if isinstance(event, SpeechPaused) and pause is None else pause
+    return events
+
+
+JUDGED = EndpointSettings(vad_threshold=0.5, onset_ms=64, hangover_ms=320, pre_roll_ms=128, max_utterance_s=5.0,
+                          end_of_turn=True, min_hangover_ms=160, max_hangover_ms=960)
+
+
+def test_a_finished_verdict_ends_the_utterance_at_the_short_hangover():
+    events = judged("SSSSSS" + "." * 40, verdict_at=9, complete=True)  # the pause is seen at frame 8 (3rd silent frame)
+    (ended_at, utterance), = [(i, e) for i, e in events if isinstance(e, Utterance)]
+    assert ended_at == 6 + 5 - 1  # 160 ms = 5 silent frames
+    assert utterance.decided - utterance.speech_end == 5 * FRAME
+
+
+def test_a_verdict_arriving_after_the_short_hangover_ends_the_utterance_at_once():
+    events = judged("SSSSSS" + "." * 40, verdict_at=12, complete=True)  # 6 silent frames seen, 5 were enough
+    (ended_at, utterance), = [(i, e) for i, e in events if isinstance(e, Utterance)]
+    assert ended_at == 12 and utterance.decided == 12 * FRAME  # on arrival, before the next frame
+
+
+def test_an_unfinished_verdict_waits_the_long_hangover_and_bridges_a_long_pause():
+    events = judged("SSSSSS" + "." * 20 + "SSSS" + "." * 40, verdict_at=9, complete=False)
+    utterances = [e for _, e in events if isinstance(e, Utterance)]
+    assert len(utterances) == 1 and utterances[0].speech_end == 30 * FRAME  # 640 ms pause bridged
+
+
+def test_without_a_verdict_the_fixed_hangover_applies_and_a_stale_verdict_is_ignored():
+    events = judged("SSSSSS" + "." * 40, verdict_at=None, complete=True)
+    (ended_at, _), = [(i, e) for i, e in events if isinstance(e, Utterance)]
+    assert ended_at == 6 + 10 - 1  # 320 ms
+    late = judged("SSSSSS" + "." * 40, verdict_at=30, complete=False)  # after the utterance ended: nothing
+    assert [type(e).__name__ for _, e in late] == ["SpeechStarted", "SpeechPaused", "Utterance"]

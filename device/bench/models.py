@@ -96,6 +96,12 @@ def _text(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
     return "one visitor question", lambda: text.embed(["Where can I buy tickets for the exhibition?"])
 
 
+def _end_of_turn(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
+    detector = catalog.load_end_of_turn(store, threads)
+    audio = read_audio(store.path("samples/beckett.wav"))
+    return "8 s window of recorded speech, features included", lambda: detector.probability(audio)
+
+
 # One workload per model of engines.model_specs.MODELS, under its name.
 WORKLOADS = {"vad": _vad, "asr-encoder": _asr_encoder, "asr-decoder": _asr_decoder, "tts": _tts, "face": _face,
-             "text": _text}
+             "text": _text, "end-of-turn": _end_of_turn}

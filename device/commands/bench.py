@@ -12,6 +12,7 @@ from device.app import App
 from device.bench.io import measure_io
 from device.bench.models import WARMUP, WORKLOADS, measure_models
 from device.bench.render import measure_render
+from device.bench.pauses import SPLITS, measure_pauses
 from device.bench.soak import measure_soak
 from device.bench.turn import measure_turns, plot_report, print_comparison, print_report, site_questions
 from device.commands.context import print_json
@@ -36,6 +37,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     turn.add_argument("--compare", type=Path, metavar="FILE.json", help="print the ratio of each figure to an earlier report")
     turn.add_argument("--no-cache", action="store_true", help="synthesize every answer (no speech cache)")
     turn.set_defaults(run=_turn)
+
+    pauses = kinds.add_parser("pauses", help="end of turn: mid-sentence pauses cut and silence waited, fixed hangover vs model")
+    pauses.add_argument("--split", choices=SPLITS, default="held-apart",
+                        help="the evaluation split (default held-apart; tune only on 'tuning')")
+    pauses.add_argument("--json", action="store_true", help="print JSON, every case included")
+    pauses.set_defaults(run=_pauses)
 
     render = kinds.add_parser("render", help="avatar fps, CPU per frame and A/V offset")
     render.add_argument("--seconds", type=float, default=10.0, help="how long to render (default 10)")
@@ -93,6 +100,21 @@ def _read_report(path: Path) -> dict:
     if not isinstance(report, dict) or "overall_ms" not in report:
         raise InputError(f"--compare {path}: not a bench turn report (no overall_ms); write one with --json")
     return report
+
+
+def _pauses(app: App, args: argparse.Namespace) -> int:
+    report = measure_pauses(app, args.split)
+    if args.json:
+        print_json(report)
+        return 0
+    print(f"{args.split} split: {report['fixed_hangover']['paused']} questions with a 600-1000 ms mid-sentence pause, "
+          f"{report['fixed_hangover']['straight']} said straight through")
+    for name in ("fixed_hangover", "end_of_turn"):
+        r = report[name]
+        print(f"  {name:<15} paused cut {r['paused_cut']}/{r['paused']}; straight waiting over "
+              f"{r['straight_waiting_over_ms']['limit']:.0f} ms {r['straight_waiting_over_ms']['count']}/{r['straight']}; "
+              f"wait p50 {r['straight_wait_ms']['p50']} ms, p95 {r['straight_wait_ms']['p95']} ms; model p50 {r['model_ms']['p50']} ms")
+    return 0
 
 
 def _render(app: App, args: argparse.Namespace) -> int:

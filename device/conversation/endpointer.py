@@ -1,9 +1,13 @@
 """Endpointing: VAD probabilities of 32 ms frames in, speech start / pause / utterance out.
 
-Speech starts after `onset` consecutive speech frames; the utterance ends after `hangover` of
+Speech starts after `onset` consecutive speech frames; the utterance ends after a hangover of
 silence; a monologue is cut at `max_utterance_s`. A short silence after speech emits `SpeechPaused`
-so recognition can start speculatively while the hangover runs out, and `SpeechResumed` voids it
-if the visitor goes on.
+so recognition (and the end-of-turn model) can start speculatively while the hangover runs out,
+and `SpeechResumed` voids it if the visitor goes on.
+
+The hangover of a pause: the fixed `hangover_ms` without an end-of-turn model, or while its verdict
+on this pause has not arrived (a slow model costs nothing over today's wait); once it has,
+`min_hangover_ms` if it judged the visitor finished, `max_hangover_ms` if not.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import numpy as np
 
 from engines.model_specs import FRAME
 
-from device.messages import SpeechPaused, SpeechResumed, SpeechStarted, Utterance
+from device.messages import EndOfTurnVerdict, SpeechPaused, SpeechResumed, SpeechStarted, Utterance
 from device.settings import EndpointSettings
 
 
@@ -25,10 +29,14 @@ SPECULATE_AFTER_MS = 96
 
 
 class Endpointer:
-    def __init__(self, settings: EndpointSettings) -> None:
+    def __init__(self, settings: EndpointSettings, judged: bool = False) -> None:
+        """`judged`: an end-of-turn model will send its verdict on each pause (`judge`)."""
         self.settings = settings
+        self._judged = judged
         self._onset = settings.frames(settings.onset_ms)
         self._hangover = settings.frames(settings.hangover_ms)
+        self._min_hangover = settings.frames(settings.min_hangover_ms)
+        self._max_hangover = settings.frames(settings.max_hangover_ms)
         self._pre_roll = settings.frames(settings.pre_roll_ms)
         self._max_frames = settings.frames(settings.max_utterance_s * 1000)
         self._speculate_after = min(settings.frames(SPECULATE_AFTER_MS), self._hangover)
@@ -43,6 +51,7 @@ class Endpointer:
         self._speaking = False
         self._last_speech = 0  # stream frame index after the last speech frame
         self._speech_start = 0  # stream sample where the current speech began
+        self._complete: bool | None = None  # the end-of-turn verdict on the current pause, once it arrived
 
     @property
     def speaking(self) -> bool:
@@ -77,17 +86,35 @@ class Endpointer:
         if is_speech:
             if self._silence_run >= self._speculate_after:
                 events.append(SpeechResumed())
-            self._silence_run = 0
+            self._silence_run, self._complete = 0, None
             self._last_speech = index + 1
         else:
             self._silence_run += 1
             if self._silence_run == self._speculate_after:
                 events.append(SpeechPaused(self._audio_until(self._last_speech), self._last_speech * FRAME))
-        if self._silence_run >= self._hangover:
+        if self._silence_run >= self._pause_limit():
             events.append(self._finish(index, truncated=False))
         elif len(self._frames) >= self._max_frames:
             events.append(self._finish(index, truncated=True))
         return events
+
+    def judge(self, verdict: EndOfTurnVerdict) -> list[Event]:
+        """The end-of-turn model's verdict on a pause; the utterance if that pause has now lasted long
+        enough. A verdict on a pause that is over (speech resumed, or the utterance already ended) is
+        ignored."""
+        if not (self._speaking and self._silence_run >= self._speculate_after
+                and verdict.speech_end == self._last_speech * FRAME):
+            return []
+        self._complete = verdict.complete
+        if self._silence_run >= self._pause_limit():
+            return [self._finish(self._position - 1, truncated=False)]
+        return []
+
+    def _pause_limit(self) -> int:
+        """Frames of silence that end the current pause."""
+        if not self._judged or self._complete is None:
+            return self._hangover
+        return self._min_hangover if self._complete else self._max_hangover
 
     def _audio_until(self, frame_index: int) -> np.ndarray:
         return np.concatenate(self._frames[: frame_index - self._first_frame])

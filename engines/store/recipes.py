@@ -135,7 +135,37 @@ def _bert(members: list[Path], dest: Path) -> None:
     onnx.save(build_bert_encoder(members[0], members[1]), str(dest))
 
 
+def _float_biases(members: list[Path], dest: Path) -> None:
+    """Smart Turn's "-cpu" model is quantized with Q/DQ pairs, its biases stored as INT32 behind a
+    `DequantizeLinear`. TensorRT's parser refuses a DequantizeLinear of INT32 (onnx-tensorrt's
+    operator table: DequantizeLinear takes INT8, FP8, INT4), so each such bias is dequantized here,
+    once, into the FP32 constant the node would compute (int32 x scale, zero point 0): the same
+    values, and the weights' and activations' Q/DQ pairs stay for TensorRT's explicit quantization."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(members[0]))
+    constants = {t.name: t for t in model.graph.initializer}
+    kept = []
+    for node in model.graph.node:
+        source = constants.get(node.input[0]) if node.op_type == "DequantizeLinear" else None
+        if source is None or source.data_type != onnx.TensorProto.INT32:
+            kept.append(node)
+            continue
+        values = numpy_helper.to_array(source).astype(np.float64) * numpy_helper.to_array(constants[node.input[1]])
+        model.graph.initializer.append(numpy_helper.from_array(values.astype(np.float32), node.output[0]))
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    used = {name for node in kept for name in node.input}
+    unused = [t for t in model.graph.initializer if t.name not in used and t.name not in {o.name for o in model.graph.output}]
+    for tensor in unused:
+        model.graph.initializer.remove(tensor)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(dest))
+
+
 RECIPES: dict[str, Callable[[list[Path], Path], None]] = {
+    "float_biases": _float_biases,
     "copy": _copy,
     "vad_fixed_rate": _vad_fixed_rate,
     "ort": _ort,

@@ -1,0 +1,143 @@
+"""The end-of-turn model (Smart Turn v3.2): its features, its store file, the turn loop's use of it,
+and the evaluation set of questions with and without a mid-sentence pause."""
+
+import dataclasses
+import logging
+import zipfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from device.bench.pauses import PAUSES_MS, evaluate, load_cases
+from device.conversation.dialogue import Dialogue, DialogueSettings
+from device.conversation.endpointer import SPECULATE_AFTER_MS, EndpointSettings
+from device.conversation.knowledge import load_knowledge
+from device.conversation.report import turn_report
+from device.conversation.speech_out import SpeechOut
+from device.conversation.turn_loop import Conversation
+from device.conversation.visit import Question, play_visit
+from device.models import catalog
+from device.models.end_of_turn import WINDOW, EndOfTurnDetector, last_window, log_mel
+from device.sound.speakers import RecordingSpeaker
+from engines.model_specs import MODELS
+from engines.store.pins import WHEELS
+
+ENDPOINT = EndpointSettings(vad_threshold=0.5, onset_ms=64, hangover_ms=400, pre_roll_ms=256, max_utterance_s=15.0,
+                            end_of_turn=True, min_hangover_ms=200, max_hangover_ms=1200)
+
+
+@pytest.fixture(scope="module")
+def detector(store):
+    return catalog.load_end_of_turn(store, 2)
+
+
+def test_features_are_whisper_feature_extractors(beckett):
+    from transformers import WhisperFeatureExtractor
+
+    audio = last_window(beckett)
+    reference = WhisperFeatureExtractor(chunk_length=8)(
+        audio, sampling_rate=16000, padding="max_length", max_length=WINDOW, truncation=True, do_normalize=True,
+        return_tensors="np").input_features[0]
+    ours = log_mel(audio)
+    assert ours.shape == reference.shape == (80, 800)
+    assert np.abs(ours - reference).max() < 1e-4
+
+
+def test_the_last_8_s_are_kept_and_a_short_utterance_is_padded_in_front(beckett):
+    assert np.array_equal(last_window(beckett), beckett[-WINDOW:])
+    short = beckett[:16000]
+    padded = last_window(short)
+    assert len(padded) == WINDOW and not padded[:-16000].any() and np.array_equal(padded[-16000:], short)
+
+
+def test_store_model_is_the_wheels_with_its_int32_biases_dequantized(store, wheelhouse, tmp_path):
+    pin = WHEELS["pipecat-ai"]
+    with zipfile.ZipFile(wheelhouse / pin.filename) as wheel:
+        original = tmp_path / "smart-turn.onnx"
+        original.write_bytes(wheel.read("pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx"))
+    feeds = MODELS["end-of-turn"].golden()
+    expected = ort.InferenceSession(str(original), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    ours = ort.InferenceSession(str(store.path("end-of-turn.onnx")), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert np.array_equal(ours, expected)
+    model = onnx.load(str(store.path("end-of-turn.onnx")))
+    int32 = {t.name for t in model.graph.initializer if t.data_type == onnx.TensorProto.INT32}
+    assert not [n for n in model.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in int32]
+    assert sum(n.op_type == "QuantizeLinear" for n in model.graph.node) > 50  # its INT8 quantization is kept
+
+
+def test_the_wrapper_gives_the_models_probability_of_the_last_8_s(detector, store, beckett):
+    session = ort.InferenceSession(str(store.path("end-of-turn.onnx")), providers=["CPUExecutionProvider"])
+    direct = session.run(None, {"input_features": log_mel(beckett[-WINDOW:])[None]})[0].item()
+    verdict = detector.judge(beckett, speech_end=len(beckett))
+    assert abs(verdict.probability - direct) < 1e-5 and 0 <= direct <= 1
+    assert verdict.complete == (direct >= detector.threshold) and verdict.speech_end == len(beckett) and verdict.cost_ms > 0
+
+
+@pytest.fixture
+def conversation_with(vad, asr, text_encoder, tts):
+    made = []
+
+    def make(end_of_turn, endpoint: EndpointSettings = ENDPOINT) -> Conversation:
+        dialogue = Dialogue(text_encoder, load_knowledge(), DialogueSettings(knowledge="", threshold=0.35))
+        conversation = Conversation(vad, asr, dialogue, SpeechOut(tts), RecordingSpeaker(tts.sample_rate), endpoint,
+                                    end_of_turn=end_of_turn)
+        made.append(conversation)
+        return conversation
+
+    yield make
+    for conversation in made:
+        conversation.close()
+        conversation.speaker.close()
+
+
+def test_the_turn_records_the_verdict_and_the_hangover_it_chose(conversation_with, detector, tts):
+    from device.audio_file import resample
+
+    audio = resample(np.concatenate([c.audio for c in tts.synthesize("How much is a ticket for a student?")]),
+                     tts.sample_rate, 16000)
+    # A fixed hangover of 900 ms leaves the model time even on a loaded machine: the verdict decides.
+    endpoint = dataclasses.replace(ENDPOINT, hangover_ms=900)
+    conversation = conversation_with(detector, endpoint)
+    play_visit(conversation, [Question(np.concatenate([np.zeros(8000, np.float32), audio]), "tickets")], realtime=True)
+    (turn,) = conversation.turns
+    report = turn_report(turn)["end_of_turn"]
+    assert turn.end_of_turn is not None and report["verdict"] in ("complete", "incomplete")
+    assert report["cost_ms"] > 0 and 0 <= report["probability"] <= 1
+    if turn.end_of_turn.complete:  # the short hangover, or at once if the verdict came after it
+        arrived = SPECULATE_AFTER_MS + report["cost_ms"]
+        assert endpoint.min_hangover_ms - 32 <= report["hangover_ms"] <= max(endpoint.min_hangover_ms, arrived) + 64
+    else:
+        assert abs(report["hangover_ms"] - endpoint.max_hangover_ms) <= 32  # one frame
+    assert "end-of-turn" in conversation.runners()
+
+
+def test_a_failing_model_leaves_the_fixed_hangover_and_says_so(conversation_with, vad, tts, caplog):
+    from device.audio_file import resample
+
+    broken = EndOfTurnDetector(vad.runner)  # the VAD's runner: the wrong model for these inputs, so it fails
+    audio = resample(np.concatenate([c.audio for c in tts.synthesize("Where are the restrooms?")]), tts.sample_rate, 16000)
+    conversation = conversation_with(broken)
+    with caplog.at_level(logging.ERROR):
+        play_visit(conversation, [Question(np.concatenate([np.zeros(8000, np.float32), audio]), "restrooms")], realtime=True)
+    (turn,) = conversation.turns
+    assert turn.answer.intent == "restrooms" and turn.end_of_turn is None
+    assert abs(turn_report(turn)["end_of_turn"]["hangover_ms"] - ENDPOINT.hangover_ms) <= 32
+    assert "the end-of-turn model failed" in caplog.text
+
+
+def test_the_evaluation_set_has_both_splits_with_real_pauses_and_the_fixed_hangover_cuts_each_pause(store, vad):
+    for split in ("tuning", "held-apart"):
+        cases = load_cases(store, split)
+        assert len(cases) >= 30 and len({c.voice for c in cases}) >= 4
+        paused = [c for c in cases if c.pause_ms]
+        assert len(paused) == len(cases) // 2 and {c.pause_ms for c in paused} <= set(PAUSES_MS)
+        for case in paused:  # the pause is there: a run of silence at least 90% as long
+            quiet = np.abs(case.audio[8000:case.speech_end]) < 1e-3
+            runs = np.diff(np.flatnonzero(np.diff(np.concatenate([[0], quiet.astype(int), [0]]))))[::2]
+            assert runs.max() >= 0.9 * case.pause_ms * 16, case.text
+    texts = {c.text for c in load_cases(store, "tuning")}
+    assert not texts & {c.text for c in cases}  # held apart: no question in both splits
+    results = evaluate(cases[:8], vad, None, ENDPOINT)  # 400 ms of silence ends every 600-1000 ms pause
+    assert [r.cut for r in results] == [bool(r.case.pause_ms) for r in results]
