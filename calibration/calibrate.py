@@ -1,76 +1,106 @@
-"""Making a calibration table: collect ranges, check the accuracy gate, keep sensitive layers in FP32.
+"""Making a calibration table: collect ranges, choose the layers that must stay FP16, gate the result.
 
-Ranges come from ONNX Runtime's own calibrators (entropy, percentile, min-max; symmetric). INT8 is
-then judged as the device will run it: the Q/DQ model derived from the table, against FP32, on the
-held-apart samples. If the gate fails, a leave-one-out sweep measures how much keeping each
-candidate layer in FP32 helps, and layers are kept out of INT8 in that order until the gate
-passes (for all-MiniLM-L6-v2: the feed-forward output MatMuls first). A table that cannot pass
-is not written.
+Ranges come from ONNX Runtime's own calibrators (entropy, percentile, min-max; symmetric) over the
+tensors around the weighted layers, the only ones TensorRT runs in INT8 (engines.qdq_model). INT8 is
+judged as TensorRT will run it, once per renderer (calibration.emulation), against FP32.
+
+When the all-INT8 emulation misses its gate on the tuning split, a sensitivity sweep keeps each
+weighted layer alone out of INT8 and measures how much closer to FP32 the outputs come; layers are
+then kept in FP16 in that order (doubling their number, then bisecting) until the tuning gate
+passes, at most `max_fp16` of them (by default half: a model with fewer than half its weighted
+layers in INT8 gains little). The held-apart split is used only for the final gates, which decide:
+a table that misses them is not written.
 """
 
 from __future__ import annotations
 
 import tempfile
-import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import onnx
 
+from engines.calibration_table import CalibrationTable, CalibrationTableError, read_table, write_table
 from engines.errors import InputError
-from engines.model_specs import MODELS
 from engines.onnxrt_runner import OnnxRuntimeRunner
+from engines.qdq_model import WEIGHTED_OPS, int8_layers, make_qdq_model, output_tensors, tensor_names, weighted_layers
+from engines.runner import Runner
 from engines.store.model_store import ModelStore
 
-from engines.qdq_model import make_qdq_model, tensor_names
-from engines.calibration_table import CalibrationTable, CalibrationTableError, read_table, write_table
+from calibration.emulation import RENDERERS, emulated_model
 from calibration.targets import TARGETS, Gate, Target
 
 Report = Callable[[str], None]
-MAX_FP32_NODES = 12  # beyond this, INT8 buys little: the table is not written
+SENSITIVITY_FEEDS = 16  # tuning inputs the per-layer sweep compares outputs on
 
 
 @dataclass(frozen=True)
 class Result:
     model: str
     table: CalibrationTable | None
-    gate: Gate
-    latency_ms: dict[str, float]
+    gates: dict[str, Gate]  # renderer -> gate on the held-apart split
+    layers: tuple[int, int]  # (INT8 weighted layers, all weighted layers)
+    emits: dict[str, str]  # renderer -> what it gives TensorRT
     written: Path | None
+    curve: tuple[tuple[int, float], ...] = ()  # (layers in FP16, tuning-gate value) as the sweep tried them
     why: str = ""
+    sensitivity: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return all(g.passed for g in self.gates.values())
 
 
-def calibrate(name: str, store: ModelStore, out: Path, method: str = "entropy", samples: int = 64,
-              data: Path | None = None, report: Report = print, max_fp32: int = MAX_FP32_NODES) -> Result:
+def calibrate(name: str, store: ModelStore, out: Path, method: str | None = None, samples: int | None = None,
+              data: Path | None = None, report: Report = print, max_fp16: int | None = None) -> Result:
     target = TARGETS[name]
+    method = method or target.method
     dataset = target.dataset(store, data)
-    feeds = target.feeds(store, dataset.calibrate)[:samples]
+    feeds = spread(target.feeds(store, dataset.calibrate), samples or target.samples)
     if not feeds or not dataset.held:
         raise InputError(f"no calibration data for {name}")
     model_path = store.path(target.model)
-    amax = collect_ranges(model_path, feeds, method, report, target.ops)
-    table = CalibrationTable(target.model, store.entries()[target.model].sha256, method, amax, (), target.ops, _tools())
+    model = onnx.load(str(model_path), load_external_data=False)
+    layers = weighted_layers(model)
+    limit = len(layers) // 2 if max_fp16 is None else min(max_fp16, len(layers))
+    amax = collect_ranges(model_path, feeds, method, report)
+    table = CalibrationTable(target.model, store.entries()[target.model].sha256, method, amax, tools=_tools())
+    curve: list[tuple[int, float]] = []
     with tempfile.TemporaryDirectory(prefix="orin-avatar-calibrate-") as scratch:
-        gate = evaluate(store, target, table, dataset.held, Path(scratch))
-        report(f"{name}: all-INT8 {gate.metric} = {gate.value:.4f} ({'pass' if gate.passed else 'fail'}, needs {gate.threshold})")
-        if not gate.passed and max_fp32 > 0:
-            table, gate = sweep(store, target, table, dataset.held, Path(scratch), report, max_fp32)
-        latency = compare_latency(model_path, table, MODELS[name].golden(), Path(scratch))
-    if not gate.passed:
-        return Result(name, None, gate, latency, None,
-                      f"INT8 misses the gate ({gate.metric} = {gate.value:.4f}, needs {gate.threshold}) even with "
-                      f"up to {max_fp32} layers in FP32: no table written, {name} runs in FP16 on TensorRT")
-    table = replace(table, gates=gate.as_dict() | {"held_apart": len(dataset.held), "samples": len(feeds)})
+        tuning = evaluate(store, target, table, dataset.calibrate, Path(scratch), "implicit")
+        curve.append((0, tuning.value))
+        report(f"{name}: all {len(layers)} weighted layers in INT8: {tuning.metric} = {tuning.value:.4f} on the tuning split "
+               f"({'pass' if tuning.passed else 'fail'}, needs {tuning.threshold})")
+        if not tuning.passed and limit > 0:
+            table, _, tried = sweep(store, target, table, dataset.calibrate, feeds, Path(scratch), report, limit)
+            curve += tried
+        gates = {r: evaluate(store, target, table, dataset.held, Path(scratch), r) for r in RENDERERS}
+        emits = renderings(model_path, table, Path(scratch))
+    result = Result(name, table, gates, (len(int8_layers(model, table)), len(layers)), emits, None, tuple(curve),
+                    sensitivity=table.sensitivity)
+    if not result.passed:
+        return replace(result, table=None, why=(
+            f"INT8 misses its gate even with {len(table.fp16_nodes)} of {len(layers)} weighted layers in FP16 (at most "
+            f"{limit}): no table written, {name} runs in FP16 on TensorRT 8.6/10.x and FP32 on 11.x"))
+    table = replace(table, gates={r: g.as_dict() for r, g in gates.items()} | {
+        "held_apart": len(dataset.held), "samples": len(feeds), "int8_layers": list(result.layers),
+        "curve": [list(point) for point in curve]})
     path = out / f"{name}.json"
     write_table(path, table)
-    return Result(name, table, gate, latency, path)
+    return replace(result, table=table, written=path)
 
 
-def collect_ranges(model_path: Path, feeds: list[dict], method: str, report: Report,
-                   ops: tuple[str, ...] = ()) -> dict[str, float]:
-    """Symmetric ranges of the tensors around `ops` nodes (all nodes if empty)."""
+def spread(items: list, count: int) -> list:
+    """`count` items spread evenly over `items` (all of them if there are fewer)."""
+    if len(items) <= count:
+        return items
+    return [items[int(i)] for i in np.linspace(0, len(items) - 1, count)]
+
+
+def collect_ranges(model_path: Path, feeds: list[dict], method: str, report: Report) -> dict[str, float]:
+    """Symmetric ranges of the tensors around the weighted layers."""
     from onnxruntime.quantization.calibrate import CalibrationDataReader, CalibrationMethod, create_calibrator
 
     methods = {"entropy": CalibrationMethod.Entropy, "percentile": CalibrationMethod.Percentile,
@@ -89,7 +119,7 @@ def collect_ranges(model_path: Path, feeds: list[dict], method: str, report: Rep
 
     with tempfile.TemporaryDirectory(prefix="orin-avatar-ranges-") as scratch:
         calibrator = create_calibrator(
-            str(model_path), list(ops) or None, augmented_model_path=str(Path(scratch) / "augmented.onnx"),
+            str(model_path), list(WEIGHTED_OPS), augmented_model_path=str(Path(scratch) / "augmented.onnx"),
             calibrate_method=methods[method],
             extra_options={"symmetric": True, "num_bins": 512, "num_quantized_bins": 128, "percentile": 99.99})
         calibrator.collect_data(Reader())
@@ -105,63 +135,92 @@ def collect_ranges(model_path: Path, feeds: list[dict], method: str, report: Rep
     return amax
 
 
-def evaluate(store: ModelStore, target: Target, table: CalibrationTable, held: list, scratch: Path) -> Gate:
-    qdq = scratch / f"{target.model}.{len(table.fp32_nodes)}.qdq.onnx"
-    make_qdq_model(store.path(target.model), table, qdq)
-    with OnnxRuntimeRunner("fp32", store.path(target.model), threads=2) as fp32, OnnxRuntimeRunner("int8", qdq, threads=2) as int8:
-        return target.gate(store, fp32, int8, held)
+def evaluate(store: ModelStore, target: Target, table: CalibrationTable, items: list, scratch: Path,
+             renderer: str) -> Gate:
+    """The target's gate on `items`, INT8 emulated as `renderer` will run it."""
+    path = emulated_model(store.path(target.model), table, renderer, scratch / f"{target.model}.{renderer}.onnx")
+    with OnnxRuntimeRunner("fp32", store.path(target.model), threads=2) as fp32, OnnxRuntimeRunner("int8", path, threads=2) as int8:
+        return target.gate(store, fp32, int8, items)
 
 
-def sweep(store: ModelStore, target: Target, table: CalibrationTable, held: list, scratch: Path,
-          report: Report, max_fp32: int = MAX_FP32_NODES) -> tuple[CalibrationTable, Gate]:
-    model = onnx.load(str(store.path(target.model)), load_external_data=False)
-    candidates = [n.name for n in model.graph.node if n.op_type in target.sweep_ops and n.name]
-    report(f"  sensitivity sweep over {len(candidates)} {'/'.join(target.sweep_ops)} layers")
-    scores = []
-    for i, node in enumerate(candidates, 1):
-        gate = evaluate(store, target, replace(table, fp32_nodes=(node,)), held, scratch)
-        scores.append((gate.quality, node))
-        if i % 5 == 0 or i == len(candidates):
-            report(f"  sweep {i}/{len(candidates)}")
-    kept: list[str] = []
-    gate = Gate("", 0.0, "", False, float("-inf"))
-    for _, node in sorted(scores, reverse=True)[:max_fp32]:
-        kept.append(node)
-        gate = evaluate(store, target, replace(table, fp32_nodes=tuple(kept)), held, scratch)
-        report(f"  keeping {len(kept)} layer(s) in FP32 (+{node}): {gate.metric} = {gate.value:.4f}")
-        if gate.passed:
+def fidelity(reference: list[dict], runner: Runner, feeds: list[dict]) -> float:
+    """How close `runner`'s outputs come to FP32's: 1 - the worst output's error energy over its energy."""
+    errors = []
+    for name in reference[0]:
+        want = np.concatenate([r[name].ravel() for r in reference]).astype(np.float64)
+        got = np.concatenate([runner.infer(f)[name].ravel() for f in feeds]).astype(np.float64)
+        errors.append(np.sum((got - want) ** 2) / max(np.sum(want ** 2), 1e-12))
+    return 1.0 - float(max(errors))
+
+
+def sweep(store: ModelStore, target: Target, table: CalibrationTable, tuning: list, feeds: list[dict], scratch: Path,
+          report: Report, limit: int) -> tuple[CalibrationTable, Gate, list[tuple[int, float]]]:
+    """The table with the fewest FP16 layers (most sensitive first) that passes the tuning gate."""
+    model_path = store.path(target.model)
+    layers = weighted_layers(onnx.load(str(model_path), load_external_data=False))
+    probe = spread(feeds, SENSITIVITY_FEEDS)
+    with OnnxRuntimeRunner("fp32", model_path, threads=2) as fp32:
+        reference = [fp32.infer(f) for f in probe]
+    report(f"  sensitivity sweep over {len(layers)} weighted layers")
+    gains = {}
+    for i, layer in enumerate(layers, 1):
+        path = emulated_model(model_path, replace(table, fp16_nodes=(layer,)), "implicit", scratch / "sweep.onnx")
+        with OnnxRuntimeRunner("sweep", path, threads=2) as runner:
+            gains[layer] = fidelity(reference, runner, probe)
+        if i % 5 == 0 or i == len(layers):
+            report(f"  sweep {i}/{len(layers)}")
+    order = sorted(layers, key=lambda name: -gains[name])
+    tried: dict[int, Gate] = {}
+
+    def attempt(count: int) -> Gate:
+        kept = replace(table, fp16_nodes=tuple(order[:count]))
+        tried[count] = evaluate(store, target, kept, tuning, scratch, "implicit")
+        report(f"  {count} layer(s) in FP16: {tried[count].metric} = {tried[count].value:.4f} "
+               f"({'pass' if tried[count].passed else 'fail'})")
+        return tried[count]
+
+    counts = [2 ** k for k in range(limit.bit_length()) if 2 ** k < limit] + [limit]
+    low, high = 0, None  # low fails; high, once found, passes
+    for count in counts:
+        if attempt(count).passed:
+            high = count
             break
-    return replace(table, fp32_nodes=tuple(kept)), gate
+        low = count
+    while high is not None and high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if attempt(middle).passed else (middle, high)
+    chosen = high if high is not None else limit
+    kept = tuple(order[:chosen])
+    curve = [(count, gate.value) for count, gate in sorted(tried.items())]
+    return replace(table, fp16_nodes=kept, sensitivity={n: round(gains[n], 6) for n in kept}), tried[chosen], curve
+
+
+def renderings(model_path: Path, table: CalibrationTable, scratch: Path) -> dict[str, str]:
+    """What each renderer gives TensorRT for this table."""
+    model = onnx.load(str(model_path), load_external_data=False)
+    qdq = scratch / "explicit.qdq.onnx"
+    make_qdq_model(model_path, table, qdq)
+    pairs = sum(1 for n in onnx.load(str(qdq), load_external_data=False).graph.node if n.op_type == "QuantizeLinear")
+    scales = len(table.int8_amax(output_tensors(model, table.fp16_nodes)))
+    int8 = len(int8_layers(model, table))
+    return {"implicit": f"calibration cache: {scales} scales; {len(table.fp16_nodes)} layer(s) FP16 under "
+                        "OBEY_PRECISION_CONSTRAINTS",
+            "explicit": f"Q/DQ model: {pairs} Q/DQ pairs at the inputs of {int8} INT8 layers"}
 
 
 def check(name: str, store: ModelStore, tables: Path, data: Path | None = None) -> Result:
-    """The gate of a committed table on held-apart samples."""
+    """The gates of a committed table on the held-apart split, for every renderer."""
     target = TARGETS[name]
     path = tables / f"{name}.json"
-    model = onnx.load(str(store.path(target.model)), load_external_data=False)
+    model_path = store.path(target.model)
+    model = onnx.load(str(model_path), load_external_data=False)
     table = read_table(path, store.entries()[target.model].sha256, tensor_names(model))
     dataset = target.dataset(store, data)
     with tempfile.TemporaryDirectory(prefix="orin-avatar-check-") as scratch:
-        gate = evaluate(store, target, table, dataset.held, Path(scratch))
-        latency = compare_latency(store.path(target.model), table, MODELS[name].golden(), Path(scratch))
-    return Result(name, table, gate, latency, path)
-
-
-def compare_latency(model_path: Path, table: CalibrationTable, golden: dict, scratch: Path, runs: int = 10) -> dict[str, float]:
-    """Median CPU latency of FP32 and of the Q/DQ INT8 model on the golden inputs."""
-    qdq = scratch / "latency.qdq.onnx"
-    make_qdq_model(model_path, table, qdq)
-    medians = {}
-    for label, path in (("fp32_ms", model_path), ("int8_ms", qdq)):
-        with OnnxRuntimeRunner(label, path, threads=2) as runner:
-            runner.infer(golden)
-            times = []
-            for _ in range(runs):
-                started = time.perf_counter()
-                runner.infer(golden)
-                times.append(time.perf_counter() - started)
-        medians[label] = round(float(np.median(times)) * 1000, 2)
-    return medians
+        gates = {r: evaluate(store, target, table, dataset.held, Path(scratch), r) for r in RENDERERS}
+        emits = renderings(model_path, table, Path(scratch))
+    layers = (len(int8_layers(model, table)), len(weighted_layers(model)))
+    return Result(name, table, gates, layers, emits, path, sensitivity=table.sensitivity)
 
 
 def _tools() -> dict[str, str]:

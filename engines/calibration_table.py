@@ -1,8 +1,10 @@
 """The portable calibration table, and the TensorRT calibration cache rendered from it.
 
-One JSON file per model: the model's sha256, the method, per-tensor amax (the symmetric range),
-the nodes kept out of INT8, and the tool versions. On the device it becomes, for the running
-TensorRT, a calibration cache (implicit INT8, 8.6 and 10.x) or a Q/DQ model (explicit, 10.x/11.x).
+One JSON file per model: the model's sha256, the method, per-tensor amax (the symmetric range) of
+the tensors around its weighted layers, the layers kept out of INT8 (FP16 on 8.6/10.x, FP32 on the
+strongly typed 11.x) with the sensitivity that put them there, and the tool versions. On the device
+it becomes, for the running TensorRT, a calibration cache (implicit INT8, 8.6 and 10.x) or a Q/DQ
+model (explicit, 11.x; engines.qdq_model).
 
 The TensorRT cache is text: `TRT-<version>-<algorithm>`, then `name: <hex>` per tensor, the hex
 being the big-endian float32 bits of scale = amax / 127. Tables store amax as exactly 127 times a
@@ -22,7 +24,7 @@ import numpy as np
 from engines.errors import OrinAvatarError
 from engines.files import write_atomic
 
-SCHEMA = 1
+SCHEMA = 2  # 2: fp16_nodes and their sensitivity; weighted layers only (1 had fp32_nodes, all ops)
 ALGORITHMS = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "percentile": "EntropyCalibration2"}
 
 
@@ -36,14 +38,14 @@ class CalibrationTable:
     model_sha256: str
     method: str  # entropy | percentile | minmax
     amax: dict[str, float]  # tensor name -> symmetric range
-    fp32_nodes: tuple[str, ...] = ()  # nodes kept out of INT8 (their output tensors have no range)
-    ops: tuple[str, ...] = ()  # op types quantized (ranges exist only around these); () = all
+    fp16_nodes: tuple[str, ...] = ()  # weighted layers kept out of INT8 (no scale, no Q/DQ pair)
+    sensitivity: dict[str, float] = field(default_factory=dict)  # fp16 node -> gate quality with it alone kept out
     tools: dict[str, str] = field(default_factory=dict)
     gates: dict = field(default_factory=dict)  # accuracy measured by `calibrate --check`
 
-    def int8_amax(self, fp32_tensors: set[str]) -> dict[str, float]:
-        """The ranges TensorRT gets: all but the outputs of the nodes kept in higher precision."""
-        return {name: value for name, value in self.amax.items() if name not in fp32_tensors}
+    def int8_amax(self, fp16_tensors: set[str]) -> dict[str, float]:
+        """The ranges TensorRT gets: all but the outputs of the layers kept in higher precision."""
+        return {name: value for name, value in self.amax.items() if name not in fp16_tensors}
 
 
 def exact_amax(amax: float) -> float:
@@ -58,10 +60,11 @@ def trt_version_number(version: str) -> int:
     return major * (10000 if major >= 10 else 1000) + minor * 100 + patch
 
 
-def render_trt_cache(table: CalibrationTable, trt_version: str, fp32_tensors: set[str] = frozenset()) -> bytes:
-    """The calibration cache the running TensorRT accepts (its version and algorithm in the header)."""
+def render_trt_cache(table: CalibrationTable, trt_version: str, fp16_tensors: set[str] = frozenset()) -> bytes:
+    """The calibration cache the running TensorRT accepts (its version and algorithm in the header);
+    `fp16_tensors`, the outputs of the layers kept out of INT8, get no scale."""
     lines = [f"TRT-{trt_version_number(trt_version)}-{ALGORITHMS[table.method]}"]
-    for name, amax in sorted(table.int8_amax(set(fp32_tensors)).items()):
+    for name, amax in sorted(table.int8_amax(set(fp16_tensors)).items()):
         scale = np.float32(amax / 127.0)
         lines.append(f"{name}: {struct.pack('>f', scale).hex()}")
     return ("\n".join(lines) + "\n").encode()
@@ -104,8 +107,8 @@ def write_table(path: Path, table: CalibrationTable) -> None:
     if table.method not in ALGORITHMS:
         raise CalibrationTableError(f"{path}: method {table.method!r} is not one of {', '.join(ALGORITHMS)}")
     data = {"schema": SCHEMA, "model": table.model, "model_sha256": table.model_sha256, "method": table.method,
-            "amax": amax, "fp32_nodes": list(table.fp32_nodes), "ops": list(table.ops), "tools": table.tools,
-            "gates": table.gates}
+            "amax": amax, "fp16_nodes": list(table.fp16_nodes), "sensitivity": table.sensitivity,
+            "tools": table.tools, "gates": table.gates}
     write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
 
 
@@ -118,12 +121,17 @@ def read_table(path: Path, model_sha256: str | None = None, tensor_names: set[st
     except ValueError as exc:
         raise CalibrationTableError(f"{path} is not valid JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise CalibrationTableError(f"{path} is not an orin-avatar calibration table (schema {SCHEMA})")
+        old = isinstance(data, dict) and isinstance(data.get("schema"), int) and data["schema"] < SCHEMA
+        raise CalibrationTableError(
+            f"{path} is an orin-avatar calibration table of schema {data['schema']}, made before INT8 followed "
+            f"TensorRT's placement; run 'orin-avatar calibrate' to make it again" if old else
+            f"{path} is not an orin-avatar calibration table (schema {SCHEMA})")
     try:
         table = CalibrationTable(
             model=str(data["model"]), model_sha256=str(data["model_sha256"]), method=str(data["method"]),
             amax={str(k): _checked(k, float(v), str(path)) for k, v in data["amax"].items()},
-            fp32_nodes=tuple(data.get("fp32_nodes", ())), ops=tuple(data.get("ops", ())),
+            fp16_nodes=tuple(str(n) for n in data.get("fp16_nodes", ())),
+            sensitivity={str(k): float(v) for k, v in data.get("sensitivity", {}).items()},
             tools=dict(data.get("tools", {})), gates=dict(data.get("gates", {})))
     except (KeyError, TypeError, ValueError) as exc:
         raise CalibrationTableError(f"{path}: missing or malformed field {exc}") from None

@@ -186,7 +186,7 @@ class EngineManager:
     def _request(self, spec: ModelSpec, key: EngineKey) -> BuildRequest:
         onnx_path = self.store.path(spec.model)  # hash checked against the manifest
         model = check_onnx(onnx_path, self.store.root)
-        cache, fp32_layers = None, ()
+        cache, fp16_layers = None, ()
         self.cache.directory(spec.model).mkdir(parents=True, exist_ok=True)
         if key.precision == "int8":
             table_path = self.tables / f"{spec.name}.json"
@@ -198,15 +198,15 @@ class EngineManager:
                 make_qdq_model(self.store.path(spec.model), table, onnx_path)
                 model = check_onnx(onnx_path, onnx_path.parent)
             else:
-                cache = render_trt_cache(table, self.platform.tensorrt, output_tensors(model, table.fp32_nodes))
-                fp32_layers = table.fp32_nodes
+                cache = render_trt_cache(table, self.platform.tensorrt, output_tensors(model, table.fp16_nodes))
+                fp16_layers = table.fp16_nodes
         refused = tensorrt_support.refusals(model, self.platform.tensorrt)
         if refused:
             raise EngineBuildError(f"TensorRT {self.platform.tensorrt} would refuse {spec.model}: "
                                    + "; ".join(str(r) for r in refused))
         return BuildRequest(
             model=spec.model, onnx_path=str(onnx_path), precision=key.precision, calibration_cache=cache,
-            fp32_layers=tuple(fp32_layers), dla_core=key.dla_core, profile=spec.profile,
+            fp16_layers=tuple(fp16_layers), dla_core=key.dla_core, profile=spec.profile,
             workspace_mb=self.settings.workspace_mb, optimization_level=self.settings.optimization_level,
             timing_cache=str(self.cache.timing_cache_path(key.platform)), output=str(self.cache.engine_path(key)))
 

@@ -39,7 +39,7 @@ class BuildRequest:
     optimization_level: int
     timing_cache: str | None
     output: str  # where the child writes the serialized engine
-    fp32_layers: tuple[str, ...] = ()  # ONNX nodes the table keeps out of INT8 (implicit INT8)
+    fp16_layers: tuple[str, ...] = ()  # ONNX nodes the table keeps out of INT8 (implicit INT8)
 
 
 Report = Callable[[str], None]
@@ -117,8 +117,8 @@ def build_engine(request: BuildRequest, report: Report) -> None:
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     profile = _profile(trt, builder, config, request)
     calibrator = _precision(trt, major, config, request, profile)
-    if request.fp32_layers and major < 11:
-        _keep_in_fp32(trt, network, config, request, report)
+    if request.fp16_layers and major < 11:
+        _keep_in_fp16(trt, network, config, request, report)
     if request.dla_core is not None:
         config.default_device_type = trt.DeviceType.DLA
         config.DLA_core = request.dla_core
@@ -209,17 +209,19 @@ def _precision(trt, major: int, config, request: BuildRequest, profile):
     return calibrator
 
 
-def _keep_in_fp32(trt, network, config, request: BuildRequest, report: Report) -> None:
-    """Layers the table keeps out of INT8 run in FP32, and the builder must obey it: without scales
+def _keep_in_fp16(trt, network, config, request: BuildRequest, report: Report) -> None:
+    """Layers the table keeps out of INT8 run in FP16, and the builder must obey it: without scales
     alone TensorRT may still fuse them into INT8 neighbours (TensorRT developer guide, "Layer-Level
-    Control of Precision": a layer precision is a preference unless OBEY_PRECISION_CONSTRAINTS)."""
-    wanted, found = set(request.fp32_layers), set()
+    Control of Precision": a layer precision is a preference unless OBEY_PRECISION_CONSTRAINTS).
+    A network output keeps the type the network gives it."""
+    wanted, found = set(request.fp16_layers), set()
     for index in range(network.num_layers):
         layer = network.get_layer(index)
         if layer.name in wanted:
-            layer.precision = trt.float32
+            layer.precision = trt.float16
             for output in range(layer.num_outputs):
-                layer.set_output_type(output, trt.float32)
+                if not layer.get_output(output).is_network_output:
+                    layer.set_output_type(output, trt.float16)
             found.add(layer.name)
     if wanted - found:
         report(f"{request.model}: no TensorRT layer named {', '.join(sorted(wanted - found))}; those stay out of "

@@ -40,7 +40,7 @@ def test_version_numbers_in_headers():
 
 
 def test_tensors_kept_out_of_int8_are_missing_from_the_cache():
-    text = render_trt_cache(_table(a=1.0, b=2.0, c=3.0), "10.3.0", fp32_tensors={"b"}).decode()
+    text = render_trt_cache(_table(a=1.0, b=2.0, c=3.0), "10.3.0", fp16_tensors={"b"}).decode()
     assert [line.split(":")[0] for line in text.splitlines()[1:]] == ["a", "c"]
 
 
@@ -82,10 +82,13 @@ def test_broken_table_files(tmp_path):
     path.write_text("{not json")
     with pytest.raises(CalibrationTableError, match="not valid JSON"):
         read_table(path)
-    path.write_text(json.dumps({"schema": 1, "model": "face.onnx"}))
+    path.write_text(json.dumps({"schema": 2, "model": "face.onnx"}))
     with pytest.raises(CalibrationTableError, match="missing or malformed field"):
         read_table(path)
-    path.write_text(json.dumps({"schema": 1, "model": "face.onnx", "model_sha256": "x", "method": "entropy",
+    path.write_text(json.dumps({"schema": 1, "model": "face.onnx", "fp32_nodes": []}))
+    with pytest.raises(CalibrationTableError, match="schema 1.*run 'orin-avatar calibrate'"):
+        read_table(path)
+    path.write_text(json.dumps({"schema": 2, "model": "face.onnx", "model_sha256": "x", "method": "entropy",
                                 "amax": {"a": "NaN"}}))
     with pytest.raises(CalibrationTableError, match="finite"):
         read_table(path)

@@ -125,12 +125,14 @@ def test_7_an_inconsistent_profile_is_named(trt):
         trt_builder._profile(trt, builder, builder.create_builder_config(), request)
 
 
-def test_8_layers_kept_out_of_int8_run_in_fp32(trt, store, tmp_path, tables):
+def test_8_layers_kept_out_of_int8_run_in_fp16(trt, store, tmp_path, tables):
     path = make_table(store, "face", tables)
-    write_table(path, dataclasses.replace(read_table(path), fp32_nodes=("conv2d_10",)))
+    write_table(path, dataclasses.replace(read_table(path), fp16_nodes=("conv2d_10",)))
     outcome = manager(store, tmp_path, tables).ensure("face")
     assert outcome.precision == "int8"
-    assert "conv2d_10" in engine_header(outcome.engine)["fp32_layers"]
+    header = engine_header(outcome.engine)
+    assert "conv2d_10" in header["fp16_layers"]
+    assert "conv2d_10" not in header["int8_tensors"]  # its output got no scale
 
 
 def test_9_runners_share_the_primary_context_and_free_their_streams(trt, store, tmp_path, tables):

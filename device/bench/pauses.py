@@ -3,8 +3,7 @@
 Each question of `samples/pauses/pauses.toml` is synthesized once, whole, by the store's voice (so
 the words before a hesitation keep the rising, unfinished melody of a sentence that goes on), and a
 pause of 600-1000 ms is inserted at the marked word boundary, found from the voice's own phoneme
-timings. The one pinned voice is made into four speakers by speaking rate and by a pitch shift
-(resampling; it moves the formants too, as a different vocal tract would). Then each case is played
+timings, with the four speakers of `device.models.voices`. Then each case is played
 through the VAD and the endpointer as the daemon does, in simulated time: the model's verdict on a
 pause reaches the endpointer after the time the model actually took (`cost_ms`), counted from the
 moment recognition would start. A case passes when its utterance is not cut before the end of its
@@ -20,9 +19,9 @@ import numpy as np
 
 from engines.model_specs import FRAME, SPEECH_RATE
 
-from device.audio_file import resample
 from device.bundled import SAMPLES
 from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer
+from device.models.voices import VOICES, Voice, load_voices, speak
 from device.messages import SpeechPaused, Utterance
 from device.settings import EndpointSettings
 from device.toml_file import tomllib
@@ -32,17 +31,6 @@ SPLITS = ("tuning", "held-apart")
 PAUSES_MS = (600, 700, 800, 900, 1000)
 LEAD_S, TAIL_S = 0.5, 2.0  # silence before and after each case
 FRAME_MS = FRAME / SPEECH_RATE * 1000
-
-
-@dataclass(frozen=True)
-class Voice:
-    name: str
-    length_scale: float  # above 1 speaks slower
-    pitch: float  # above 1 higher (and a shorter vocal tract)
-
-
-VOICES = (Voice("joe", 1.0, 1.0), Voice("joe-high-fast", 0.92, 1.14), Voice("joe-low-slow", 1.15, 0.88),
-          Voice("joe-higher", 1.05, 1.26))
 
 
 @dataclass(frozen=True)
@@ -57,25 +45,21 @@ class PauseCase:
 
 def load_cases(store, split: str, threads: int = 1) -> list[PauseCase]:
     """Every question of `split` twice: straight through and with its pause; voices in rotation."""
-    from device.models import catalog
-
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     texts = [u["text"] for u in tomllib.loads(PAUSES_FILE.read_text())["utterance"] if u["split"] == split]
-    voices = {v.name: catalog.load_tts(store, threads, variability=0.0, length_scale=v.length_scale) for v in VOICES}
+    voices = load_voices(store, threads)
     cases = []
     for i, text in enumerate(texts):
         for pause_ms in (0, PAUSES_MS[i % len(PAUSES_MS)]):
             voice = VOICES[(2 * i + bool(pause_ms)) % len(VOICES)]
-            cases.append(_case(voices[voice.name], text, split, voice, pause_ms))
+            cases.append(_case(voices, text, split, voice, pause_ms))
     return cases
 
 
-def _case(tts, text: str, split: str, voice: Voice, pause_ms: int) -> PauseCase:
+def _case(voices: dict, text: str, split: str, voice: Voice, pause_ms: int) -> PauseCase:
     before, _, _ = text.partition("|")
-    (chunk,) = list(tts.synthesize(text.replace("|", " ").replace("  ", " ")))
-    rate = round(chunk.sample_rate * voice.pitch)  # played faster (higher) or slower (lower)
-    speech = resample(chunk.audio, rate, SPEECH_RATE)
+    speech, chunk, rate = speak(voices, voice, text.replace("|", " ").replace("  ", " "))
     if pause_ms:  # inserted after the pitch shift, so it lasts what it says
         spaces = [p for p in chunk.phonemes if p.phoneme == " "]
         cut = round(spaces[len(before.split()) - 1].start * SPEECH_RATE / rate)  # the space after the last word before it

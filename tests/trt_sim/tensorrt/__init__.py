@@ -236,17 +236,21 @@ def cache_version_number() -> int:
 # --- network, parser, profiles, config ------------------------------------------------------------
 
 class ITensor(_Api):
-    def __init__(self, name, shape, dtype) -> None:
+    def __init__(self, name, shape, dtype, is_network_output: bool = False) -> None:
         self.name, self.shape, self.dtype = name, tuple(shape), dtype
+        self.is_network_output = is_network_output
 
 
 class ILayer(_Api):
     """A layer named after its ONNX node, as onnx-tensorrt names them."""
 
-    def __init__(self, name: str, op_type: str, outputs: int) -> None:
-        self.name, self._op, self.num_outputs = name, op_type, outputs
+    def __init__(self, name: str, op_type: str, outputs: list[ITensor]) -> None:
+        self.name, self._op, self._outputs, self.num_outputs = name, op_type, outputs, len(outputs)
         self._precision_set = False
         self._precision = DataType.FLOAT
+
+    def get_output(self, index: int) -> ITensor:
+        return self._outputs[index]
 
     if MAJOR < 11:  # strongly typed 11.x has no layer precisions
         @property
@@ -370,7 +374,10 @@ class OnnxParser(_Api):
             self.network.outputs.append(ITensor(value.name, [], _ONNX_TO_TRT.get(value.type.tensor_type.elem_type, DataType.FLOAT)))
         self.network.onnx = bytes(model)
         self.network.op_types = [n.op_type for n in proto.graph.node]
-        self.network._layers = [ILayer(n.name or n.output[0], n.op_type, len(n.output)) for n in proto.graph.node]
+        network_outputs = {o.name for o in proto.graph.output}
+        self.network._layers = [ILayer(n.name or n.output[0], n.op_type,
+                                       [ITensor(o, [], DataType.FLOAT, o in network_outputs) for o in n.output])
+                                for n in proto.graph.node]
         self.network._node_io = {n.name or n.output[0]: (list(n.input), list(n.output)) for n in proto.graph.node}
         native = MAJOR >= 10 or int(OnnxParserFlag.NATIVE_INSTANCENORM) in self._flags
         if "InstanceNormalization" in self.network.op_types and not native:
@@ -584,7 +591,7 @@ class Builder(_Api):
         if config.get_timing_cache() is not None:
             config.get_timing_cache().entries[hashlib.sha256(network.onnx).hexdigest()[:16]] = precision
         header = {
-            "plugins": network._plugins, "fp32_layers": self._fp32_layers(network, config, int8_scales),
+            "plugins": network._plugins, "fp16_layers": self._fp16_layers(network, config, int8_scales),
             "version": __version__, "gpu": GPU, "precision": precision, "int8_tensors": sorted(int8_scales),
             "fp_tensors": sorted(network.tensor_names - set(int8_scales)) if int8_scales else [],
             "inputs": [[t.name, list(t.shape), int(t.dtype)] for t in network.inputs],
@@ -597,8 +604,8 @@ class Builder(_Api):
         return IHostMemory(MAGIC + struct.pack("<I", len(blob)) + blob + network.onnx)
 
     @staticmethod
-    def _fp32_layers(network: INetworkDefinition, config: IBuilderConfig, scales: dict) -> list[str]:
-        """Layers that run in FP32 inside an INT8 engine. A layer with a precision set runs in it only
+    def _fp16_layers(network: INetworkDefinition, config: IBuilderConfig, scales: dict) -> list[str]:
+        """Layers that run in FP16 inside an INT8 engine. A layer with a precision set runs in it only
         under OBEY_PRECISION_CONSTRAINTS; otherwise a layer whose outputs lack a scale but whose
         inputs have one is fused into its INT8 neighbours (its output range is taken from the
         consumer), as TensorRT's fusions do."""
@@ -608,7 +615,7 @@ class Builder(_Api):
         kept = []
         for layer in network._layers:
             inputs, outputs = network._node_io[layer.name]
-            if obey and layer._precision_set and int(layer._precision) == int(DataType.FLOAT):
+            if obey and layer._precision_set and int(layer._precision) == int(DataType.HALF):
                 kept.append(layer.name)
             elif not any(o in scales for o in outputs) and not any(i in scales for i in inputs):
                 kept.append(layer.name)
