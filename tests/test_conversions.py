@@ -44,3 +44,21 @@ def test_onnx_files_pass_the_checker_with_opset_13_or_later(store):
         model = onnx.load(str(store.path(name)), load_external_data=False)
         onnx.checker.check_model(model)
         assert max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) >= 13, name
+
+
+def test_moonshine_encoder_layer_norms_are_one_op_each_and_hold_in_fp16(store, beckett, tmp_path):
+    # Written out as Pow and ReduceMean, the squares overflow FP16 (an FP16 engine gave WER 117%);
+    # as LayerNormalization (opset 17) TensorRT keeps their precision itself (engines/store/layer_norm.py).
+    from calibration.emulation import round_to_fp16
+
+    model = onnx.load(str(store.path("asr-encoder.onnx")))
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("LayerNormalization") == 17 and "Pow" not in ops
+    assert {o.version for o in model.opset_import if o.domain in ("", "ai.onnx")} == {17}
+    round_to_fp16(model)
+    onnx.save(model, str(tmp_path / "fp16.onnx"))
+    feed = {"input_values": beckett[None, :64000]}
+    want = _session(store.path("asr-encoder.onnx")).run(None, feed)[0].ravel()
+    got = _session(tmp_path / "fp16.onnx").run(None, feed)[0].ravel()
+    assert np.isfinite(got).all()
+    assert np.dot(want, got) / np.linalg.norm(want) / np.linalg.norm(got) > 0.999

@@ -89,7 +89,8 @@ def test_models_list_json(fresh_store, wheelhouse):
     assert result.returncode == 1
     assert not {f["file"]: f for f in json.loads(result.stdout)["files"]}["tts.onnx.json"]["verified"]
     shutil.rmtree(root / "samples")
-    assert sync_store(root, wheelhouse, report=lambda _: None) == ["tts.onnx.json", "samples/beckett.wav"]
+    assert sync_store(root, wheelhouse, report=lambda _: None) == [
+        "tts.onnx.json", "samples/beckett.wav", "samples/two_cities.wav", "samples/endgame.wav", "samples/clone-test.wav"]
 
 
 def test_conversion_is_deterministic_across_processes(fresh_store, store):

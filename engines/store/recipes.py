@@ -78,21 +78,27 @@ def _ort(members: list[Path], dest: Path) -> None:
 
 
 def _ort_folded(members: list[Path], dest: Path) -> None:
-    """Convert, then let ONNX Runtime's basic (provider-independent) optimizations fold the
-    weight dequantisation and shape arithmetic into constants."""
+    """Convert, let ONNX Runtime's basic (provider-independent) optimizations fold the weight
+    dequantisation and shape arithmetic into constants, then make the written-out layer norms
+    `LayerNormalization` (engines.store.layer_norm says why)."""
     import onnx
     import onnxruntime as ort
 
+    from engines.store.layer_norm import fuse_layer_norms
     from engines.store.ort_to_onnx import convert_ort_file
 
-    unfolded = dest.with_suffix(".unfolded.onnx")
+    unfolded, folded = dest.with_suffix(".unfolded.onnx"), dest.with_suffix(".folded.onnx")
     onnx.save(convert_ort_file(members[0]), str(unfolded))
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    options.optimized_model_filepath = str(dest)
+    options.optimized_model_filepath = str(folded)
     options.log_severity_level = 3
     ort.InferenceSession(str(unfolded), options, providers=["CPUExecutionProvider"])
     unfolded.unlink()
+    model = onnx.load(str(folded))
+    fuse_layer_norms(model)
+    onnx.save(model, str(dest))
+    folded.unlink()
 
 
 def _piper_alignment(members: list[Path], dest: Path) -> None:
