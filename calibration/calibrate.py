@@ -214,7 +214,7 @@ def check(name: str, store: ModelStore, tables: Path, data: Path | None = None) 
     path = tables / f"{name}.json"
     model_path = store.path(target.model)
     model = onnx.load(str(model_path), load_external_data=False)
-    table = read_table(path, store.entries()[target.model].sha256, tensor_names(model))
+    table = read_table(path, store.entries()[target.model].sha256, tensor_names(model), set(weighted_layers(model)))
     dataset = target.dataset(store, data)
     with tempfile.TemporaryDirectory(prefix="orin-avatar-check-") as scratch:
         gates = {r: evaluate(store, target, table, dataset.held, Path(scratch), r) for r in RENDERERS}

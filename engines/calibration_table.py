@@ -112,8 +112,10 @@ def write_table(path: Path, table: CalibrationTable) -> None:
     write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
 
 
-def read_table(path: Path, model_sha256: str | None = None, tensor_names: set[str] | None = None) -> CalibrationTable:
-    """Read and validate a table; `model_sha256` and `tensor_names` check it belongs to the model."""
+def read_table(path: Path, model_sha256: str | None = None, tensor_names: set[str] | None = None,
+               layer_names: set[str] | None = None) -> CalibrationTable:
+    """Read and validate a table; `model_sha256`, `tensor_names` and `layer_names` (the model's
+    weighted layers) check it belongs to the model."""
     try:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
@@ -143,4 +145,9 @@ def read_table(path: Path, model_sha256: str | None = None, tensor_names: set[st
         unknown = sorted(set(table.amax) - tensor_names)
         if unknown:
             raise CalibrationTableError(f"{path}: tensor(s) {', '.join(unknown[:5])} are not in {table.model}")
+    if layer_names is not None:
+        unknown = sorted(set(table.fp16_nodes) - layer_names)
+        if unknown:
+            raise CalibrationTableError(f"{path}: FP16 layer(s) {', '.join(unknown[:5])} are not weighted layers of "
+                                        f"{table.model}; run 'orin-avatar calibrate {table.model.removesuffix('.onnx')}' again")
     return table

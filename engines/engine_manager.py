@@ -26,7 +26,7 @@ from engines.model_specs import MODELS, ModelSpec
 from engines.onnx_check import check_onnx
 from engines.onnxrt_runner import OnnxRuntimeRunner
 from engines.platform import Platform, probe_platform
-from engines.qdq_model import make_qdq_model, output_tensors, tensor_names
+from engines.qdq_model import make_qdq_model, output_tensors, tensor_names, weighted_layers
 from engines.store.model_store import ModelStore
 from engines.tensorrt_runner import TensorRTRunner
 from engines.trt_builder import BuildRequest, EngineBuildError, build_in_child
@@ -192,7 +192,7 @@ class EngineManager:
             table_path = self.tables / f"{spec.name}.json"
             if not table_path.is_file():
                 raise EngineBuildError(f"no calibration table {table_path}; run 'orin-avatar calibrate {spec.name}'")
-            table = read_table(table_path, key.onnx_sha256, tensor_names(model))
+            table = read_table(table_path, key.onnx_sha256, tensor_names(model), set(weighted_layers(model)))
             if tensorrt_support.strongly_typed(self.platform.tensorrt):  # explicit quantization: a Q/DQ model
                 onnx_path = self.cache.directory(spec.model) / f"{key.digest}.qdq.onnx"
                 make_qdq_model(self.store.path(spec.model), table, onnx_path)

@@ -16,7 +16,7 @@ from engines import tensorrt_support
 from engines.calibration_table import read_table
 from engines.model_specs import MODELS, ModelSpec
 from engines.onnx_check import check_onnx
-from engines.qdq_model import make_qdq_model, tensor_names
+from engines.qdq_model import make_qdq_model, tensor_names, weighted_layers
 from engines.store.model_store import ModelStore
 
 
@@ -55,7 +55,7 @@ def _plan_model(store: ModelStore, tables: Path, version: str, spec: ModelSpec, 
     for precision in tensorrt_support.precisions(version, table_path.is_file()):
         parsed = model
         if precision == "int8" and tensorrt_support.strongly_typed(version):
-            table = read_table(table_path, store.entries()[spec.model].sha256, tensor_names(model))
+            table = read_table(table_path, store.entries()[spec.model].sha256, tensor_names(model), set(weighted_layers(model)))
             qdq = scratch / f"{spec.name}.qdq.onnx"
             make_qdq_model(store.path(spec.model), table, qdq)
             parsed = check_onnx(qdq, scratch)

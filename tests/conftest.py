@@ -17,7 +17,13 @@ from engines.engine_manager import EngineManager, EngineSettings
 from engines.store.model_store import ModelStore, default_wheelhouse
 
 from device.audio_file import read_audio
+from device.conversation.dialogue import Dialogue
+from device.conversation.knowledge import load_knowledge
+from device.conversation.speech_out import SpeechOut
+from device.conversation.turn_loop import Conversation
 from device.models import catalog
+from device.settings import DialogueSettings, EndpointSettings
+from device.sound.speakers import RecordingSpeaker
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -61,6 +67,27 @@ def faces(store):
 @pytest.fixture(scope="session")
 def text_encoder(store):
     return catalog.load_text(store)
+
+
+ENDPOINT = EndpointSettings(vad_threshold=0.5, onset_ms=64, hangover_ms=400, pre_roll_ms=256, max_utterance_s=15.0)
+
+
+@pytest.fixture
+def make_conversation(vad, asr, text_encoder, tts):
+    """Conversations over the session's models, answering into a recording speaker; closed after the test."""
+    made = []
+
+    def make(realtime_speaker: bool = False, endpoint: EndpointSettings = ENDPOINT, end_of_turn=None) -> Conversation:
+        dialogue = Dialogue(text_encoder, load_knowledge(), DialogueSettings(knowledge="", threshold=0.35))
+        speaker = RecordingSpeaker(tts.sample_rate, realtime=realtime_speaker)
+        conversation = Conversation(vad, asr, dialogue, SpeechOut(tts), speaker, endpoint, end_of_turn=end_of_turn)
+        made.append(conversation)
+        return conversation
+
+    yield make
+    for conversation in made:
+        conversation.close()
+        conversation.speaker.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """The portable calibration table: TensorRT cache rendering, bit-exact round trips, strict reading."""
 
+import dataclasses
 import json
 import math
 import struct
@@ -75,6 +76,14 @@ def test_unknown_tensor_names_are_refused(tmp_path):
     write_table(path, _table())
     with pytest.raises(CalibrationTableError, match="conv/out"):
         read_table(path, tensor_names={"input"})
+
+
+def test_fp16_layers_that_are_not_weighted_layers_are_refused(tmp_path):
+    path = tmp_path / "face.json"
+    write_table(path, dataclasses.replace(_table(), fp16_nodes=("conv9",)))
+    assert read_table(path, layer_names={"conv9"}).fp16_nodes == ("conv9",)
+    with pytest.raises(CalibrationTableError, match="FP16 layer.*conv9.*not weighted layers"):
+        read_table(path, layer_names={"conv1"})
 
 
 def test_broken_table_files(tmp_path):

@@ -8,35 +8,11 @@ import numpy as np
 import pytest
 
 from device.audio_file import resample
-from device.conversation.dialogue import Dialogue, DialogueSettings
-from device.conversation.endpointer import EndpointSettings
-from device.conversation.knowledge import load_knowledge
-from device.conversation.speech_out import SpeechOut
-from device.conversation.turn_loop import Conversation
 from device.conversation.visit import MicrophoneClock, Question, bundled_questions, play_visit
 from engines.model_specs import FRAME
-from device.sound.speakers import RecordingSpeaker
 from device.models.asr import words
 from tests.conftest import run_cli
 
-ENDPOINT = EndpointSettings(vad_threshold=0.5, onset_ms=64, hangover_ms=400, pre_roll_ms=256, max_utterance_s=15.0)
-
-
-@pytest.fixture
-def make_conversation(vad, asr, text_encoder, tts):
-    made = []
-
-    def make(realtime_speaker: bool = False, endpoint: EndpointSettings = ENDPOINT) -> Conversation:
-        dialogue = Dialogue(text_encoder, load_knowledge(), DialogueSettings(knowledge="", threshold=0.35))
-        speaker = RecordingSpeaker(tts.sample_rate, realtime=realtime_speaker)
-        conversation = Conversation(vad, asr, dialogue, SpeechOut(tts), speaker, endpoint)
-        made.append(conversation)
-        return conversation
-
-    yield make
-    for conversation in made:
-        conversation.close()
-        conversation.speaker.close()
 
 
 def spoken(tts, text: str) -> np.ndarray:

@@ -11,16 +11,11 @@ import onnxruntime as ort
 import pytest
 
 from device.bench.pauses import PAUSES_MS, evaluate, load_cases
-from device.conversation.dialogue import Dialogue, DialogueSettings
 from device.conversation.endpointer import SPECULATE_AFTER_MS, EndpointSettings
-from device.conversation.knowledge import load_knowledge
 from device.conversation.report import turn_report
-from device.conversation.speech_out import SpeechOut
-from device.conversation.turn_loop import Conversation
 from device.conversation.visit import Question, play_visit
 from device.models import catalog
 from device.models.end_of_turn import WINDOW, EndOfTurnDetector, last_window, log_mel
-from device.sound.speakers import RecordingSpeaker
 from engines.model_specs import MODELS
 from engines.store.pins import WHEELS
 
@@ -75,31 +70,14 @@ def test_the_wrapper_gives_the_models_probability_of_the_last_8_s(detector, stor
     assert verdict.complete == (direct >= detector.threshold) and verdict.speech_end == len(beckett) and verdict.cost_ms > 0
 
 
-@pytest.fixture
-def conversation_with(vad, asr, text_encoder, tts):
-    made = []
-
-    def make(end_of_turn, endpoint: EndpointSettings = ENDPOINT) -> Conversation:
-        dialogue = Dialogue(text_encoder, load_knowledge(), DialogueSettings(knowledge="", threshold=0.35))
-        conversation = Conversation(vad, asr, dialogue, SpeechOut(tts), RecordingSpeaker(tts.sample_rate), endpoint,
-                                    end_of_turn=end_of_turn)
-        made.append(conversation)
-        return conversation
-
-    yield make
-    for conversation in made:
-        conversation.close()
-        conversation.speaker.close()
-
-
-def test_the_turn_records_the_verdict_and_the_hangover_it_chose(conversation_with, detector, tts):
+def test_the_turn_records_the_verdict_and_the_hangover_it_chose(make_conversation, detector, tts):
     from device.audio_file import resample
 
     audio = resample(np.concatenate([c.audio for c in tts.synthesize("How much is a ticket for a student?")]),
                      tts.sample_rate, 16000)
     # A fixed hangover of 900 ms leaves the model time even on a loaded machine: the verdict decides.
     endpoint = dataclasses.replace(ENDPOINT, hangover_ms=900)
-    conversation = conversation_with(detector, endpoint)
+    conversation = make_conversation(endpoint=endpoint, end_of_turn=detector)
     play_visit(conversation, [Question(np.concatenate([np.zeros(8000, np.float32), audio]), "tickets")], realtime=True)
     (turn,) = conversation.turns
     report = turn_report(turn)["end_of_turn"]
@@ -113,12 +91,12 @@ def test_the_turn_records_the_verdict_and_the_hangover_it_chose(conversation_wit
     assert "end-of-turn" in conversation.runners()
 
 
-def test_a_failing_model_leaves_the_fixed_hangover_and_says_so(conversation_with, vad, tts, caplog):
+def test_a_failing_model_leaves_the_fixed_hangover_and_says_so(make_conversation, vad, tts, caplog):
     from device.audio_file import resample
 
     broken = EndOfTurnDetector(vad.runner)  # the VAD's runner: the wrong model for these inputs, so it fails
     audio = resample(np.concatenate([c.audio for c in tts.synthesize("Where are the restrooms?")]), tts.sample_rate, 16000)
-    conversation = conversation_with(broken)
+    conversation = make_conversation(endpoint=ENDPOINT, end_of_turn=broken)
     with caplog.at_level(logging.ERROR):
         play_visit(conversation, [Question(np.concatenate([np.zeros(8000, np.float32), audio]), "restrooms")], realtime=True)
     (turn,) = conversation.turns
