@@ -138,7 +138,7 @@ def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path):
         f"np.save({str(frame_path)!r}, frame)\n"
         "sink = open_display('window', 640, 360, 30)\n"
         "print(sink.name, flush=True)\n"
-        "for _ in range(200):\n"
+        "while True:  # until the test has its screenshot and kills it\n"
         "    sink.show(frame); time.sleep(0.02)\n"
     )
     env = os.environ | {"DISPLAY": xvfb, "QT_QPA_PLATFORM": "xcb"}
