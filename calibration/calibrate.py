@@ -74,10 +74,10 @@ def calibrate(name: str, store: ModelStore, out: Path, method: str | None = None
         report(f"{name}: all {len(layers)} weighted layers in INT8: {tuning.metric} = {tuning.value:.4f} on the tuning split "
                f"({'pass' if tuning.passed else 'fail'}, needs {tuning.threshold})")
         if not tuning.passed and limit > 0:
-            table, _, tried = sweep(store, target, table, dataset.calibrate, feeds, Path(scratch), report, limit)
+            table, tried = sweep(store, target, table, layers, dataset.calibrate, feeds, Path(scratch), report, limit)
             curve += tried
         gates = {r: evaluate(store, target, table, dataset.held, Path(scratch), r) for r in RENDERERS}
-        emits = renderings(model_path, table, Path(scratch))
+        emits = renderings(model_path, model, table, Path(scratch))
     result = Result(name, table, gates, (len(int8_layers(model, table)), len(layers)), emits, None, tuple(curve),
                     sensitivity=table.sensitivity)
     if not result.passed:
@@ -145,19 +145,20 @@ def evaluate(store: ModelStore, target: Target, table: CalibrationTable, items: 
 
 def fidelity(reference: list[dict], runner: Runner, feeds: list[dict]) -> float:
     """How close `runner`'s outputs come to FP32's: 1 - the worst output's error energy over its energy."""
+    outputs = [runner.infer(f) for f in feeds]
     errors = []
     for name in reference[0]:
         want = np.concatenate([r[name].ravel() for r in reference]).astype(np.float64)
-        got = np.concatenate([runner.infer(f)[name].ravel() for f in feeds]).astype(np.float64)
+        got = np.concatenate([o[name].ravel() for o in outputs]).astype(np.float64)
         errors.append(np.sum((got - want) ** 2) / max(np.sum(want ** 2), 1e-12))
     return 1.0 - float(max(errors))
 
 
-def sweep(store: ModelStore, target: Target, table: CalibrationTable, tuning: list, feeds: list[dict], scratch: Path,
-          report: Report, limit: int) -> tuple[CalibrationTable, Gate, list[tuple[int, float]]]:
-    """The table with the fewest FP16 layers (most sensitive first) that passes the tuning gate."""
+def sweep(store: ModelStore, target: Target, table: CalibrationTable, layers: list[str], tuning: list, feeds: list[dict],
+          scratch: Path, report: Report, limit: int) -> tuple[CalibrationTable, list[tuple[int, float]]]:
+    """The table with the fewest FP16 layers (most sensitive first) that passes the tuning gate, and
+    the (layers in FP16, tuning-gate value) pairs tried on the way."""
     model_path = store.path(target.model)
-    layers = weighted_layers(onnx.load(str(model_path), load_external_data=False))
     probe = spread(feeds, SENSITIVITY_FEEDS)
     with OnnxRuntimeRunner("fp32", model_path, threads=2) as fp32:
         reference = [fp32.infer(f) for f in probe]
@@ -192,12 +193,11 @@ def sweep(store: ModelStore, target: Target, table: CalibrationTable, tuning: li
     chosen = high if high is not None else limit
     kept = tuple(order[:chosen])
     curve = [(count, gate.value) for count, gate in sorted(tried.items())]
-    return replace(table, fp16_nodes=kept, sensitivity={n: round(gains[n], 6) for n in kept}), tried[chosen], curve
+    return replace(table, fp16_nodes=kept, sensitivity={n: round(gains[n], 6) for n in kept}), curve
 
 
-def renderings(model_path: Path, table: CalibrationTable, scratch: Path) -> dict[str, str]:
-    """What each renderer gives TensorRT for this table."""
-    model = onnx.load(str(model_path), load_external_data=False)
+def renderings(model_path: Path, model: onnx.ModelProto, table: CalibrationTable, scratch: Path) -> dict[str, str]:
+    """What each renderer gives TensorRT for this table (`model`: the one at `model_path`)."""
     qdq = scratch / "explicit.qdq.onnx"
     make_qdq_model(model_path, table, qdq)
     pairs = sum(1 for n in onnx.load(str(qdq), load_external_data=False).graph.node if n.op_type == "QuantizeLinear")
@@ -218,7 +218,7 @@ def check(name: str, store: ModelStore, tables: Path, data: Path | None = None) 
     dataset = target.dataset(store, data)
     with tempfile.TemporaryDirectory(prefix="orin-avatar-check-") as scratch:
         gates = {r: evaluate(store, target, table, dataset.held, Path(scratch), r) for r in RENDERERS}
-        emits = renderings(model_path, table, Path(scratch))
+        emits = renderings(model_path, model, table, Path(scratch))
     layers = (len(int8_layers(model, table)), len(weighted_layers(model)))
     return Result(name, table, gates, layers, emits, path, sensitivity=table.sensitivity)
 

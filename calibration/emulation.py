@@ -21,7 +21,7 @@ import onnx
 from engines.calibration_table import CalibrationTable
 from engines.qdq_model import make_qdq_model
 
-RENDERERS = {"implicit": "TensorRT 8.6/10.x (calibration cache)", "explicit": "TensorRT 11.x (Q/DQ model)"}
+RENDERERS = ("implicit", "explicit")  # TensorRT 8.6/10.x (calibration cache), 11.x (Q/DQ model)
 _NOT_ROUNDED = {"QuantizeLinear", "DequantizeLinear", "Cast", "Constant", "Shape", "Size"}
 
 

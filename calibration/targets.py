@@ -29,7 +29,7 @@ from device.models.asr import PAD, SpeechRecognizer, word_error_rate, words
 from device.models.faces import FaceDetector, box_iou, letterbox
 from device.models.text_encoder import TextEncoder
 from device.models.vad import VoiceActivityDetector
-from device.settings import load_settings
+from device.settings import EndpointSettings, load_settings
 
 Feeds = dict[str, np.ndarray]
 
@@ -159,9 +159,8 @@ def _vad_feeds(store: ModelStore, clips: list) -> list[Feeds]:
     return feeds
 
 
-def _utterances(vad: VoiceActivityDetector, audio: np.ndarray) -> tuple[np.ndarray, list[Utterance]]:
-    """Frame decisions and the utterances the daemon's endpointer makes of `audio`."""
-    settings = load_settings().endpoint
+def _utterances(vad: VoiceActivityDetector, audio: np.ndarray, settings: EndpointSettings) -> tuple[np.ndarray, list[Utterance]]:
+    """Frame decisions and the utterances the daemon's endpointer (with `settings`) makes of `audio`."""
     audio = np.pad(audio, (0, SPEECH_RATE))  # a second of silence ends the last utterance
     probabilities = vad.probabilities(audio)
     endpointer = Endpointer(settings)
@@ -171,9 +170,11 @@ def _utterances(vad: VoiceActivityDetector, audio: np.ndarray) -> tuple[np.ndarr
 
 
 def _vad_gate(store: ModelStore, fp32: Runner, int8: Runner, clips: list) -> Gate:
+    settings = load_settings().endpoint
     agree, frames, moved = 0, 0, 0
     for clip in clips:
-        (decided_a, ends_a), (decided_b, ends_b) = (_utterances(VoiceActivityDetector(r), clip.audio) for r in (fp32, int8))
+        (decided_a, ends_a), (decided_b, ends_b) = (_utterances(VoiceActivityDetector(r), clip.audio, settings)
+                                                    for r in (fp32, int8))
         agree += int(np.sum(decided_a == decided_b))
         frames += decided_a.size
         if len(ends_a) != len(ends_b):

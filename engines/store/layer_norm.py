@@ -108,8 +108,8 @@ def _match(pow_node, producer, consumers, constants):
 
 
 def _single_chain(start, consumers, ops):
-    """The nodes that follow `start` one by one with the op types `ops` (the Div may also take the
-    centred input), or None."""
+    """The nodes that follow `start` one by one with the op types `ops`, each the only consumer of the
+    one before, or None."""
     chain, current = [], start
     for op in ops:
         following = [c for c in consumers.get(current.output[0], []) if c.op_type == op]
