@@ -19,7 +19,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     calibrate.add_argument("--data", type=Path, help="a site's own samples: WAV files (speech models), images (face) "
                                                      "or .txt files of sentences (text); default: shipped material")
     calibrate.add_argument("--method", choices=["entropy", "percentile", "minmax"],
-                           help="range method (default: each model's own, entropy except text's minmax)")
+                           help="range method (default: each model's own: min-max for text, percentile for the ASR encoder, entropy for the rest)")
     calibrate.add_argument("--samples", type=int, help="calibration inputs per model (default: each model's own, "
                                                         "64; 2048 VAD frames)")
     calibrate.add_argument("--out", type=Path, default=TABLES_DIR, help=f"where tables go (default {TABLES_DIR})")
