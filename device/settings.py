@@ -89,17 +89,32 @@ class LlmSettings:
 
     url: str  # base URL, e.g. http://10.0.0.5:8000/v1 ; empty disables the LLM
     model: str
-    timeout_s: float
+    first_token_s: float  # wait for the reply's first word (and at most between two words)
+    reply_s: float  # the whole reply
+    knowledge_threshold: float  # a knowledge-base match this close is answered from the knowledge base
+    grounding_entries: int  # closest knowledge-base entries sent with each question
+    visit_turns: int  # turns of the current visit sent with each question
+    temperature: float
     system_prompt: str
     max_words: int
 
     def __post_init__(self) -> None:
         if self.url and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
-        if not 0.1 <= self.timeout_s <= 10:
-            raise ValueError(f"timeout_s must be between 0.1 and 10 s, got {self.timeout_s}")
-        if self.max_words < 1:
-            raise ValueError(f"max_words must be 1 or more, got {self.max_words}")
+        if not 0.1 <= self.first_token_s <= 10:
+            raise ValueError(f"first_token_s must be between 0.1 and 10 s, got {self.first_token_s}")
+        if not self.first_token_s <= self.reply_s <= 120:
+            raise ValueError(f"reply_s must be between first_token_s and 120 s, got {self.reply_s}")
+        if not 0 < self.knowledge_threshold <= 1:
+            raise ValueError(f"knowledge_threshold must be above 0 and at most 1, got {self.knowledge_threshold}")
+        if not 0 <= self.grounding_entries <= 20:
+            raise ValueError(f"grounding_entries must be between 0 and 20, got {self.grounding_entries}")
+        if not 0 <= self.visit_turns <= 50:
+            raise ValueError(f"visit_turns must be between 0 and 50, got {self.visit_turns}")
+        if not 0 <= self.temperature <= 2:
+            raise ValueError(f"temperature must be between 0 and 2, got {self.temperature}")
+        if not 1 <= self.max_words <= 500:
+            raise ValueError(f"max_words must be between 1 and 500, got {self.max_words}")
 
     @property
     def enabled(self) -> bool:
@@ -234,7 +249,11 @@ def load_settings(path: Path | None = None) -> Settings:
             for key, value in values.items():
                 _check_key(user, section, key, value, merged[section])
                 merged[section][key] = value
-    return Settings(**{name: _build(user or DEFAULT_FILE, name, merged[name]) for name in _CLASSES})
+    settings = Settings(**{name: _build(user or DEFAULT_FILE, name, merged[name]) for name in _CLASSES})
+    if settings.llm.knowledge_threshold <= settings.dialogue.threshold:
+        raise SettingsError(f"{user or DEFAULT_FILE}: [llm] knowledge_threshold ({settings.llm.knowledge_threshold}) must be "
+                            f"above [dialogue] threshold ({settings.dialogue.threshold})")
+    return settings
 
 
 def _read(path: Path) -> dict[str, Any]:

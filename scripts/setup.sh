@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-shot, idempotent set-up on a fresh Debian/Ubuntu machine (a Jetson with JetPack 6, or a PC):
 # apt packages, a virtual environment in .venv, the package, and the model store.
-# Usage: scripts/setup.sh [--test]   (--test adds the test tools and the text-encoder reference)
+# Usage: scripts/setup.sh [--test]   (--test adds the test tools, the text-encoder reference and a local LLM server)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +11,7 @@ with_test=0
 apt_packages=(python3-venv python3-dev build-essential pkg-config portaudio19-dev libsystemd-dev ffmpeg)
 # The tests also need a virtual X server, a screenshot tool, systemd-analyze for the unit file, and a
 # PulseAudio null sink (a sound card paced in real time, reached through ALSA's pulse plugin).
-[ "${1:-}" = "--test" ] && apt_packages+=(xvfb x11-apps imagemagick systemd pulseaudio pulseaudio-utils libasound2-plugins)
+[ "${1:-}" = "--test" ] && apt_packages+=(cmake xvfb x11-apps imagemagick systemd pulseaudio pulseaudio-utils libasound2-plugins)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -36,7 +36,8 @@ if [ ! -f "$stamp" ]; then
   if [ $with_test = 1 ]; then
     # torch==2.13.0 (CPU) only for the sentence-transformers reference in the tests.
     "${pip[@]}" install "torch==2.13.0"
-    "${pip[@]}" install -e ".[test,reference,plot]"
+    # llm-server builds llama.cpp from source (several minutes on 2 cores; pip keeps the built wheel).
+    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "${pip[@]}" install -e ".[test,reference,plot,llm-server]"
   else
     "${pip[@]}" install -e .
   fi

@@ -24,6 +24,7 @@ from device.conversation.turn_loop import Conversation
 from device.models import catalog
 from device.settings import DialogueSettings, EndpointSettings
 from device.sound.speakers import RecordingSpeaker
+from tests.llm_server import FaultyLine, LlamaServer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -77,8 +78,9 @@ def make_conversation(vad, asr, text_encoder, tts):
     """Conversations over the session's models, answering into a recording speaker; closed after the test."""
     made = []
 
-    def make(realtime_speaker: bool = False, endpoint: EndpointSettings = ENDPOINT, end_of_turn=None) -> Conversation:
-        dialogue = Dialogue(text_encoder, load_knowledge(), DialogueSettings(knowledge="", threshold=0.35))
+    def make(realtime_speaker: bool = False, endpoint: EndpointSettings = ENDPOINT, end_of_turn=None,
+             dialogue: Dialogue | None = None) -> Conversation:
+        dialogue = dialogue or Dialogue(text_encoder, load_knowledge(), DialogueSettings(knowledge="", threshold=0.35))
         speaker = RecordingSpeaker(tts.sample_rate, realtime=realtime_speaker)
         conversation = Conversation(vad, asr, dialogue, SpeechOut(tts), speaker, endpoint, end_of_turn=end_of_turn)
         made.append(conversation)
@@ -88,6 +90,22 @@ def make_conversation(vad, asr, text_encoder, tts):
     for conversation in made:
         conversation.close()
         conversation.speaker.close()
+
+
+@pytest.fixture(scope="session")
+def llm_server(tmp_path_factory):
+    """The real LLM server of tests/llm_server.py, started once (it takes a few seconds)."""
+    server = LlamaServer(tmp_path_factory.mktemp("llm") / "server.log")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def llm_line(llm_server):
+    """A fresh proxy to the real server, passing everything through until a test sets its `fault`."""
+    line = FaultyLine(llm_server.port)
+    yield line
+    line.close()
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,8 @@ from device.bench.models import WARMUP, WORKLOADS, measure_models
 from device.bench.render import measure_render
 from device.bench.pauses import SPLITS, measure_pauses
 from device.bench.soak import measure_soak
-from device.bench.turn import measure_turns, plot_report, print_comparison, print_report, site_questions
+from device.bench.turn import (measure_turns, open_questions, plot_report, print_comparison, print_report,
+                               site_questions)
 from device.commands.context import print_json
 from device.conversation.visit import bundled_questions
 
@@ -36,6 +37,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     turn.add_argument("--plot", type=Path, metavar="FILE.png", help="stacked bars of where the time went (needs matplotlib)")
     turn.add_argument("--compare", type=Path, metavar="FILE.json", help="print the ratio of each figure to an earlier report")
     turn.add_argument("--no-cache", action="store_true", help="synthesize every answer (no speech cache)")
+    turn.add_argument("--llm", metavar="URL", default="",
+                      help="an OpenAI-compatible server (e.g. http://127.0.0.1:8080/v1) that answers what the knowledge "
+                           "base does not; without --audio the questions are open ones the knowledge base cannot answer")
     turn.set_defaults(run=_turn)
 
     pauses = kinds.add_parser("pauses", help="end of turn: mid-sentence pauses cut and silence waited, fixed hangover vs model")
@@ -79,8 +83,8 @@ def _turn(app: App, args: argparse.Namespace) -> int:
         if path is not None and not path.parent.is_dir():
             raise InputError(f"{path}: its directory {path.parent} does not exist")
     earlier = _read_report(args.compare) if args.compare else None
-    questions = site_questions(args.audio) if args.audio else bundled_questions()
-    report = measure_turns(app, questions, args.repeat, cache=not args.no_cache)
+    questions = site_questions(args.audio) if args.audio else open_questions(app) if args.llm else bundled_questions()
+    report = measure_turns(app, questions, args.repeat, cache=not args.no_cache, llm_url=args.llm)
     print_report(report)
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2) + "\n")

@@ -54,12 +54,16 @@ def _ask(app: App, args: argparse.Namespace) -> int:
     answer = dialogue.answer(args.question)
     ranking = dialogue.rank(args.question)[:3]
     if args.json:
+        text = " ".join(answer.sentences())
         print_json({"question": args.question, "intent": answer.intent, "score": round(answer.score, 3),
-                    "source": answer.source, "answer": answer.text,
+                    "source": answer.source, "answer": text,
                     "ranking": [{"intent": i, "score": round(s, 3)} for i, s in ranking]})
     else:
         print(f"intent: {answer.intent} (score {answer.score:.2f}, {answer.source})")
-        print(f"answer: {answer.text}")
+        print("answer:", end="", flush=True)
+        for sentence in answer.sentences():  # an LLM's reply as it streams in
+            print(f" {sentence}", end="", flush=True)
+        print()
         print("closest: " + ", ".join(f"{i} {s:.2f}" for i, s in ranking))
     return 0
 

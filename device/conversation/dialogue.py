@@ -3,22 +3,32 @@
 Questions are matched by meaning: the text encoder embeds every example question once, and a
 visitor's question goes to the intent of its most similar example. Below the confidence
 threshold the avatar asks the visitor to rephrase.
+
+With an LLM, the knowledge base still comes first: a confident match (`[llm] knowledge_threshold`)
+is the operator's own answer. The LLM answers the rest, told the closest entries of the knowledge
+base and the turns of the current visit; its reply is streamed into speech (SpokenReply).
 """
 
 from __future__ import annotations
 
+import collections
 import datetime
+import logging
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 
 from device.conversation.knowledge import Intent, KnowledgeError, load_knowledge
-from device.conversation.llm import LlmClient
+from device.conversation.llm import LlmClient, LlmError
+from device.conversation.spoken_reply import SpokenReply
 from device.models.text_encoder import TextEncoder
 from device.settings import DialogueSettings
 
-STOP, REPEAT, REPHRASE = "stop", "repeat", "rephrase"
+log = logging.getLogger(__name__)
+STOP, REPEAT, REPHRASE, GOODBYE = "stop", "repeat", "rephrase", "goodbye"
 # Built-ins that act (tell the time, stop talking...) need a closer match than an answer does:
 # "Who won the game yesterday?" is 0.43 from "What day is it today?".
 ACTION_THRESHOLD = 0.6
@@ -27,7 +37,7 @@ REPHRASE_ANSWER = "Sorry, I did not catch that. Could you ask me in another way?
 # Built-ins whose answers the code makes; greeting and goodbye are ordinary answers.
 BUILTINS = (
     Intent("greeting", ("Hello!", "Hi there.", "Good morning.", "Hey robot."), "Hello! How can I help you?"),
-    Intent("goodbye", ("Goodbye.", "Bye, thank you!", "See you later.", "Thanks, that is all."),
+    Intent(GOODBYE, ("Goodbye.", "Bye, thank you!", "See you later.", "Thanks, that is all."),
            "Goodbye, and enjoy your visit!"),
     Intent(REPEAT, ("Can you repeat that?", "Say that again, please.", "What did you say?", "Pardon?"), ""),
     Intent("time", ("What time is it?", "What is the time now?", "Do you know the time?"), ""),
@@ -40,8 +50,18 @@ BUILTINS = (
 class Answer:
     intent: str
     score: float
-    text: str  # empty for 'stop'
-    source: str  # builtin | knowledge | llm | fallback
+    text: str  # empty for 'stop', and for an LLM's reply, which is streamed (`reply`)
+    source: str  # builtin | knowledge | llm | fallback | perception
+    reply: SpokenReply | None = None  # the LLM's reply, its sentences arriving as it is generated
+
+    @property
+    def spoken(self) -> str:
+        """What the robot says (of a streamed reply: what it has said so far)."""
+        return self.reply.text if self.reply is not None else self.text
+
+    def sentences(self) -> Iterable[str]:
+        """The text to speak, as it becomes available."""
+        return self.reply.sentences() if self.reply is not None else (self.text,)
 
 
 class Dialogue:
@@ -51,7 +71,10 @@ class Dialogue:
         self.settings = settings
         self.llm = llm
         self.clock = clock
-        self.last_answer = ""
+        self._last: Answer | None = None  # for "repeat that"
+        # The current visit's questions and answers, for the LLM (owned by the thread that calls answer()).
+        self._visit: collections.deque[tuple[str, Answer]] = collections.deque(
+            maxlen=llm.settings.visit_turns if llm is not None else 0)
         self._builtin_names = {i.name for i in BUILTINS}
         self._actions = {i.name for i in BUILTINS if not i.answer}
         self.load(intents)
@@ -87,20 +110,51 @@ class Dialogue:
             best[owner] = max(best.get(owner, -1.0), float(score))
         return sorted(best.items(), key=lambda item: -item[1])
 
-    def answer(self, question: str) -> Answer:
-        intent, score = self.rank(question)[0]
+    def answer(self, question: str, cancelled: threading.Event | None = None) -> Answer:
+        """The answer to `question`; an LLM's reply starts streaming here (after its first word) and
+        stops when `cancelled` is set."""
+        ranking = self.rank(question)
+        intent, score = ranking[0]
         if intent in self._actions:
             if score >= ACTION_THRESHOLD:
-                return self._remember(Answer(intent, score, self._builtin(intent), "builtin"))
+                return self._remember(question, Answer(intent, score, self._builtin(intent), "builtin"))
             score = min(score, self.settings.threshold - 1e-6)  # not close enough: no match
-        if self.llm is not None:
-            text = self.llm.answer(question)
-            if text:
-                return self._remember(Answer("llm", score, text, "llm"))
+        if self.llm is not None and score < self.llm.settings.knowledge_threshold:
+            reply = self._ask_llm(question, ranking, cancelled or threading.Event())
+            if reply is not None:
+                return self._remember(question, Answer("llm", score, "", "llm", reply))
         if score < self.settings.threshold:
-            return self._remember(Answer(REPHRASE, score, REPHRASE_ANSWER, "fallback"))
+            return self._remember(question, Answer(REPHRASE, score, REPHRASE_ANSWER, "fallback"))
         source = "builtin" if intent in self._builtin_names else "knowledge"
-        return self._remember(Answer(intent, score, self.intents[intent].answer, source))
+        return self._remember(question, Answer(intent, score, self.intents[intent].answer, source))
+
+    def new_visit(self) -> None:
+        """A visitor arrived: what the last one said is not theirs to build on."""
+        self._visit.clear()
+
+    def _ask_llm(self, question: str, ranking: list[tuple[str, float]], cancelled: threading.Event) -> SpokenReply | None:
+        """The LLM's reply once its first word is in, or None (the knowledge base answers)."""
+        pieces = self.llm.stream(self._prompt(question, ranking), cancelled)
+        asked = time.monotonic()
+        try:
+            first = next(pieces)
+        except (StopIteration, LlmError) as exc:
+            log.warning("LLM at %s gave no usable answer (%s); the knowledge base answers", self.llm.settings.url,
+                        exc or "an empty reply")
+            pieces.close()
+            return None
+        return SpokenReply(_chain(first, pieces), self.llm.settings.max_words, round((time.monotonic() - asked) * 1000, 1))
+
+    def _prompt(self, question: str, ranking: list[tuple[str, float]]) -> list[dict[str, str]]:
+        """The operator's system prompt with the closest knowledge-base entries, the visit so far, the question."""
+        settings = self.llm.settings
+        closest = [self.intents[name] for name, _ in ranking if name not in self._builtin_names][:settings.grounding_entries]
+        facts = "\n".join(f"- {intent.examples[0]} {intent.answer}" for intent in closest)
+        system = settings.system_prompt + (f"\nFacts to answer from (never contradict them):\n{facts}" if facts else "")
+        messages = [{"role": "system", "content": system}]
+        for asked, answered in self._visit:
+            messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered.spoken}]
+        return messages + [{"role": "user", "content": question}]
 
     def _builtin(self, intent: str) -> str:
         now = self.clock()
@@ -109,10 +163,25 @@ class Dialogue:
         if intent == "date":
             return f"Today is {now.strftime('%A, %B')} {now.day}."
         if intent == REPEAT:
-            return self.last_answer or "I have not said anything yet. How can I help you?"
+            return (self._last.spoken if self._last else "") or "I have not said anything yet. How can I help you?"
         return ""  # stop
 
-    def _remember(self, answer: Answer) -> Answer:
+    def _remember(self, question: str, answer: Answer) -> Answer:
         if answer.intent not in (REPEAT, STOP):
-            self.last_answer = answer.text
+            self._last = answer
+        if answer.intent == GOODBYE:
+            self._visit.clear()
+        elif answer.intent != STOP:
+            self._visit.append((question, answer))
         return answer
+
+
+def _chain(first: str, rest: Iterable[str]):
+    """`first`, then the rest of a stream (closing it when closed)."""
+    try:
+        yield first
+        yield from rest
+    finally:
+        close = getattr(rest, "close", None)
+        if close is not None:
+            close()

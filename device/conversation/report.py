@@ -17,7 +17,7 @@ def turn_report(turn: Turn) -> dict:
         "intent": answer.intent if answer else None,
         "score": round(answer.score, 3) if answer else None,
         "source": answer.source if answer else None,
-        "answer": answer.text if answer else None,
+        "answer": answer.spoken if answer else None,
         "ignored": turn.ignored or None,
         "interrupted": turn.interrupted,
         "utterance_s": round(turn.utterance.seconds, 3),
@@ -26,6 +26,7 @@ def turn_report(turn: Turn) -> dict:
         "reply_s": round(sum(len(c.audio) for c in turn.chunks) / turn.chunks[0].sample_rate, 3) if turn.chunks else 0.0,
         "visemes": [[v.sample, v.shape] for c in turn.chunks for v in c.visemes],
         "ms": turn.timings.stages_ms(),
+        "llm_first_token_ms": answer.reply.first_token_ms if answer and answer.reply else None,
         "end_of_turn": _end_of_turn(turn),
     }
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from typing import Iterator
+from typing import Iterable, Iterator
+
+import numpy as np
 
 from device.messages import ReplyChunk
 from device.conversation.visemes import viseme_timeline
@@ -50,17 +52,21 @@ class SpeechOut:
         self._stop_preparing = threading.Event()
         self._keep: frozenset[str] = frozenset()  # the sentences worth caching: the knowledge base's answers
 
-    def chunks(self, turn: int, text: str, cancelled: threading.Event) -> Iterator[ReplyChunk]:
-        """Sentence chunks of `text`; stops early when `cancelled` is set."""
-        sentences = split_sentences(text)
-        start = 0
-        for index, sentence in enumerate(sentences):
-            if cancelled.is_set():
-                return
-            spoken = self._sentence(sentence)
-            yield ReplyChunk(turn, index, sentence, spoken.audio, spoken.sample_rate, start,
-                             viseme_timeline(spoken.phonemes, start), index == len(sentences) - 1)
-            start += len(spoken.audio)
+    def chunks(self, turn: int, texts: Iterable[str], cancelled: threading.Event) -> Iterator[ReplyChunk]:
+        """Sentence chunks of `texts` (a whole answer, or an LLM's sentences as they stream in), each
+        synthesized as soon as its text is there; stops early when `cancelled` is set. The reply's end
+        is a chunk without audio (`last`), since a stream's last sentence is known only after it."""
+        index = start = 0
+        for text in texts:
+            for sentence in split_sentences(text):
+                if cancelled.is_set():
+                    return
+                spoken = self._sentence(sentence)
+                yield ReplyChunk(turn, index, sentence, spoken.audio, spoken.sample_rate, start,
+                                 viseme_timeline(spoken.phonemes, start), False)
+                index, start = index + 1, start + len(spoken.audio)
+        if index and not cancelled.is_set():
+            yield ReplyChunk(turn, index, "", np.zeros(0, np.float32), self.tts.sample_rate, start, (), True)
 
     def prepare(self, texts: list[str]) -> None:
         """Make `texts` (the knowledge base's answers) the cached ones and synthesize them on a background

@@ -7,8 +7,10 @@ Threads and what each owns:
   runs while the hangover elapses; a result whose audio the visitor then extended is dropped;
 - `end-of-turn`: the end-of-turn model's verdict on that same pause, sent back to the caller's
   thread as a message (the endpointer has one owner) to shorten or lengthen the hangover;
-- `turns`: waits for each utterance's transcript, asks the dialogue, starts the reply;
-- `speech`: synthesizes the reply sentence by sentence and hands chunks to the speaker.
+- `turns`: waits for each utterance's transcript, asks the dialogue (which it owns: a new visit is a
+  message in its queue too), starts the reply;
+- `speech`: synthesizes the reply sentence by sentence (an LLM's as its sentences stream in) and
+  hands chunks to the speaker.
 While the robot speaks, only "stop" is acted on (the microphone also hears the robot itself).
 """
 
@@ -38,6 +40,7 @@ from device.sound.speakers import Speaker
 from engines.runner import Runner
 
 log = logging.getLogger(__name__)
+NEW_VISIT = "new visit"  # the turns thread's message: a visitor arrived, the dialogue forgets the last visit
 KEEP_TURNS = 10  # turns kept (with their reply audio) for status, which shows them; None: every turn (demo, bench)
 
 
@@ -95,7 +98,7 @@ class Conversation:
         self._asr_pool = ThreadPoolExecutor(1, thread_name_prefix="asr")
         self._judge_pool = ThreadPoolExecutor(1, thread_name_prefix="end-of-turn")
         self._speech_pool = ThreadPoolExecutor(1, thread_name_prefix="speech")
-        self._pending: queue.Queue[tuple[Turn, Future[Transcript]] | None] = queue.Queue()
+        self._pending: queue.Queue[tuple[Turn, Future[Transcript]] | str | None] = queue.Queue()
         self._replying = threading.Event()
         self._lock = threading.Lock()  # turn numbering, and checking-then-starting a reply
         self._cancel = threading.Event()
@@ -156,7 +159,7 @@ class Conversation:
             turn = self._new_turn(Utterance(np.zeros(0, np.float32), 0, 0, 0),
                                   TurnTimings(0, speech_end=now, endpoint=now, asr_done=now, dialogue_done=now))
             turn.answer = Answer(intent, 1.0, text, "perception")
-        if not self._start_reply(turn):
+        if not self._start_reply(turn, threading.Event()):
             turn.ignored = "busy speaking"
             self._finish(turn)
             return False
@@ -172,6 +175,10 @@ class Conversation:
             key = f"ignored: {turn.ignored}" if turn.ignored else "interrupted" if turn.interrupted else "answered"
             self._tally[key] = self._tally.get(key, 0) + 1
         turn.done.set()
+
+    def new_visit(self) -> None:
+        """A visitor arrived (from any thread): the dialogue starts a new visit's memory."""
+        self._pending.put(NEW_VISIT)
 
     def set_listening(self, listening: bool) -> None:
         """Answer visitors (True), or nobody until a visitor is engaged (False); from any thread."""
@@ -228,14 +235,15 @@ class Conversation:
         self.turns.append(turn)
         return turn
 
-    def _start_reply(self, turn: Turn) -> bool:
-        """Start speaking `turn`'s answer unless a reply is already going (check and start are one step)."""
+    def _start_reply(self, turn: Turn, cancel: threading.Event) -> bool:
+        """Start speaking `turn`'s answer unless a reply is already going (check and start are one step);
+        `cancel` (which the answer's stream, if any, already watches) is what an interruption sets."""
         with self._lock:
             if self._replying.is_set() or self.speaker.busy:
                 return False
             self._replying.set()
-            self._cancel = threading.Event()
-        self._speech_pool.submit(self._reply, turn, self._cancel)
+            self._cancel = cancel
+        self._speech_pool.submit(self._reply, turn, cancel)
         return True
 
     def _arrival_of(self, frame: int) -> float:
@@ -253,6 +261,9 @@ class Conversation:
                 continue
             if item is None:
                 return
+            if item == NEW_VISIT:
+                self.dialogue.new_visit()
+                continue
             turn, future = item
             try:
                 self._take_turn(turn, future)
@@ -268,20 +279,23 @@ class Conversation:
             turn.ignored = "no words recognised"
             self._finish(turn)
             return
-        answer = self.dialogue.answer(turn.transcript)
+        cancel = threading.Event()
+        answer = self.dialogue.answer(turn.transcript, cancel)
         turn.answer = answer
-        turn.timings.dialogue_done = time.monotonic()
+        turn.timings.dialogue_done = time.monotonic()  # of an LLM's reply: its first word is in
         if not self._listening.is_set() and answer.intent != STOP:
             turn.ignored = "no visitor engaged"
             self._finish(turn)
         elif answer.intent == STOP:
             self.interrupt(Interrupt("the visitor asked to stop"))
             self._finish(turn)
-        elif not self._start_reply(turn):
+        elif not self._start_reply(turn, cancel):
             turn.ignored = "heard while speaking"
             self._finish(turn)
         else:
             return
+        if answer.reply is not None:
+            answer.reply.close()  # not spoken: the LLM's stream is not wanted
         log.info("turn %d: %r -> %s (%s)", turn.id, turn.transcript, answer.intent, turn.ignored or "stopped speaking",
                  extra={"TURN_ID": turn.id, "INTENT": answer.intent})
 
@@ -289,7 +303,7 @@ class Conversation:
 
     def _reply(self, turn: Turn, cancel: threading.Event) -> None:
         try:
-            for chunk in self.speech.chunks(turn.id, turn.answer.text, cancel):
+            for chunk in self.speech.chunks(turn.id, turn.answer.sentences(), cancel):
                 if cancel.is_set():
                     break
                 if not turn.chunks:
@@ -305,7 +319,7 @@ class Conversation:
             turn.interrupted = cancel.is_set()
         except Exception:  # say so: a reply that cannot be spoken must not vanish without a word
             turn.ignored = "could not be spoken"
-            log.exception("turn %d: the reply %r could not be spoken", turn.id, turn.answer.text[:200])
+            log.exception("turn %d: the reply %r could not be spoken", turn.id, turn.answer.spoken[:200])
         finally:
             self._replying.clear()
             self._finish(turn)

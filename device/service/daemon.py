@@ -217,6 +217,8 @@ class Daemon:
 
         def on_event(event) -> None:
             intents = conversation.dialogue.intents
+            if isinstance(event, (VisitorArrived, VisitorLeft)):
+                conversation.new_visit()  # nothing of a visit is kept after it
             if isinstance(event, VisitorArrived):
                 conversation.set_listening(True)
                 self.avatar_inbox.put(Presence(True))
