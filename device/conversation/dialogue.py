@@ -146,15 +146,17 @@ class Dialogue:
         return SpokenReply(_chain(first, pieces), self.llm.settings.max_words, round((time.monotonic() - asked) * 1000, 1))
 
     def _prompt(self, question: str, ranking: list[tuple[str, float]]) -> list[dict[str, str]]:
-        """The operator's system prompt with the closest knowledge-base entries, the visit so far, the question."""
+        """The operator's system prompt, the visit so far, then the closest knowledge-base entries with the
+        question. What changes least comes first, so a server that keeps its last prompt's prefix (llama.cpp,
+        vLLM, Ollama) only reads the new turn: the time to the first word stays flat as a visit goes on."""
         settings = self.llm.settings
         closest = [self.intents[name] for name, _ in ranking if name not in self._builtin_names][:settings.grounding_entries]
         facts = "\n".join(f"- {intent.examples[0]} {intent.answer}" for intent in closest)
-        system = settings.system_prompt + (f"\nFacts to answer from (never contradict them):\n{facts}" if facts else "")
-        messages = [{"role": "system", "content": system}]
+        messages = [{"role": "system", "content": settings.system_prompt}]
         for asked, answered in self._visit:
             messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered.spoken}]
-        return messages + [{"role": "user", "content": question}]
+        grounded = f"Facts to answer from (never contradict them):\n{facts}\n\nQuestion: {question}" if facts else question
+        return messages + [{"role": "user", "content": grounded}]
 
     def _builtin(self, intent: str) -> str:
         now = self.clock()

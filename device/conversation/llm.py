@@ -53,7 +53,7 @@ class LlmClient:
         within `first_token_s`, LlmCut if the reply stops early after that, LlmCancelled once
         `cancelled` is set."""
         body = json.dumps({"model": self.settings.model, "messages": messages, "stream": True,
-                           "max_tokens": self.settings.max_words * 3, "temperature": self.settings.temperature}).encode()
+                           "max_tokens": self.settings.max_words * 2, "temperature": self.settings.temperature}).encode()
         line = _Line(self._connection())
         pieces: queue.SimpleQueue = queue.SimpleQueue()
         reader = threading.Thread(target=_read_events, args=(line, self._path(), body, pieces, self.clock),
@@ -127,8 +127,14 @@ class _Line:
             if self._hung_up:
                 raise LlmError("hung up")
 
+    @property
+    def hung_up(self) -> bool:
+        with self._lock:
+            return self._hung_up
+
     def hang_up(self) -> None:
-        """Close now, from the caller's thread: a shutdown also wakes the reader's blocked read."""
+        """End it now, from the caller's thread: a shutdown wakes the reader's blocked read, and the
+        reader closes the connection (closing it here would pull http.client's file from under it)."""
         with self._lock:
             self._hung_up = True
             if self._socket is not None:
@@ -136,7 +142,6 @@ class _Line:
                     self._socket.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-        self.connection.close()
 
 
 def _read_events(line: _Line, path: str, body: bytes, pieces: queue.SimpleQueue,
@@ -161,9 +166,11 @@ def _read_events(line: _Line, path: str, body: bytes, pieces: queue.SimpleQueue,
             elif text:
                 pieces.put(("piece", text, clock()))
         pieces.put(("end", "", clock()))
-    except (OSError, http.client.HTTPException, LlmError, ValueError) as exc:
-        pieces.put(("error", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, clock()))
+    except Exception as exc:  # a broken line fails in many ways inside http.client; the caller hears why
+        if not line.hung_up:  # after a hang-up nobody listens
+            pieces.put(("error", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, clock()))
     finally:
+        connection.close()
         if malformed:
             log.warning("the LLM sent %d malformed event(s); they were skipped", malformed)
 
