@@ -48,3 +48,29 @@ def test_bench_turn_on_a_directory_of_recorded_and_synthesized_questions(tmp_pat
 def test_bench_turn_refuses_an_empty_directory(tmp_path):
     result = run_cli("bench", "turn", "--audio", str(tmp_path))
     assert result.returncode == 2 and "no .wav or .flac files" in result.stderr
+
+
+def test_bench_turn_with_an_llm_reports_its_time_to_first_word(tmp_path, tts, llm_line):
+    questions = tmp_path / "open"
+    questions.mkdir()
+    asked = np.concatenate([c.audio for c in tts.synthesize("Who painted the Mona Lisa?")]) * 0.5
+    soundfile.write(questions / "mona-lisa.wav", np.concatenate([np.zeros(6000, np.float32), asked]), 22050)
+    asked = np.concatenate([c.audio for c in tts.synthesize("Is there a cafe in the building?")]) * 0.5
+    soundfile.write(questions / "cafe.wav", np.concatenate([np.zeros(6000, np.float32), asked]), 22050)
+    report_path = tmp_path / "report.json"
+    result = run_cli("bench", "turn", "--audio", str(questions), "--repeat", "1", "--llm", llm_line.url,
+                     "--json", str(report_path))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(report_path.read_text())
+    assert report["llm"] == llm_line.url and report["turns_answered"] == 2
+    by_source = {t["source"]: t for t in report["turns"]}
+    assert set(by_source) == {"knowledge", "llm"}  # the cafe from the knowledge base, the painter from the LLM
+    token = by_source["llm"]["llm_first_token_ms"]
+    assert 0 < token < by_source["llm"]["ms"]["dialogue"] and by_source["knowledge"]["llm_first_token_ms"] is None
+    assert report["llm_first_token_ms"]["runs"] == 1 and "llm_token" in result.stdout
+    assert len(llm_line.requests) == 1
+
+
+def test_bench_turn_refuses_an_llm_address_that_is_not_http(tmp_path):
+    result = run_cli("bench", "turn", "--llm", "ftp://127.0.0.1/v1", "--audio", str(tmp_path))
+    assert result.returncode == 2 and "--llm" in result.stderr

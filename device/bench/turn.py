@@ -17,6 +17,7 @@ import numpy as np
 from engines.errors import InputError
 
 from device.app import App
+from device.settings import Settings
 from device.audio_file import read_audio
 from device.bench.stats import percentiles_ms
 from device.conversation.report import turn_report
@@ -49,12 +50,10 @@ def open_questions(app: App) -> list[Question]:
     return [Question(speak(synthesizers, voice, text)[0], f"open-{i + 1}", text) for i, text in enumerate(OPEN_QUESTIONS)]
 
 
-def measure_turns(app: App, questions: list[Question], repeat: int, cache: bool = True, llm_url: str = "") -> dict:
-    """Ask every question `repeat` times through the daemon's conversation, at the microphone's pace
-    (with `llm_url`, the LLM there answers what the knowledge base does not)."""
-    if repeat < 1:
-        raise InputError("--repeat must be 1 or more")
-    settings, threads = app.settings, app.threads
+def turn_settings(app: App, cache: bool = True, llm_url: str = "") -> Settings:
+    """The settings a `bench turn` run uses: without the speech cache, or with an LLM at `llm_url`
+    (checked here, before a run of minutes)."""
+    settings = app.settings
     if not cache:
         settings = dataclasses.replace(settings, tts=dataclasses.replace(settings.tts, cache=False))
     if llm_url:
@@ -62,6 +61,14 @@ def measure_turns(app: App, questions: list[Question], repeat: int, cache: bool 
             settings = dataclasses.replace(settings, llm=dataclasses.replace(settings.llm, url=llm_url))
         except ValueError as exc:
             raise InputError(f"--llm: {exc}") from None
+    return settings
+
+
+def measure_turns(app: App, settings: Settings, questions: list[Question], repeat: int) -> dict:
+    """Ask every question `repeat` times through the daemon's conversation, at the microphone's pace."""
+    if repeat < 1:
+        raise InputError("--repeat must be 1 or more")
+    threads = app.threads
     print(f"loading models ({threads} thread(s) per model)...", file=sys.stderr, flush=True)
     speakers: list[RecordingSpeaker] = []
     conversation = app.conversation(lambda rate: speakers.append(RecordingSpeaker(rate)) or speakers[-1],

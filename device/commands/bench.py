@@ -15,7 +15,7 @@ from device.bench.render import measure_render
 from device.bench.pauses import SPLITS, measure_pauses
 from device.bench.soak import measure_soak
 from device.bench.turn import (measure_turns, open_questions, plot_report, print_comparison, print_report,
-                               site_questions)
+                               site_questions, turn_settings)
 from device.commands.context import print_json
 from device.conversation.visit import bundled_questions
 
@@ -83,8 +83,9 @@ def _turn(app: App, args: argparse.Namespace) -> int:
         if path is not None and not path.parent.is_dir():
             raise InputError(f"{path}: its directory {path.parent} does not exist")
     earlier = _read_report(args.compare) if args.compare else None
+    settings = turn_settings(app, cache=not args.no_cache, llm_url=args.llm)
     questions = site_questions(args.audio) if args.audio else open_questions(app) if args.llm else bundled_questions()
-    report = measure_turns(app, questions, args.repeat, cache=not args.no_cache, llm_url=args.llm)
+    report = measure_turns(app, settings, questions, args.repeat)
     print_report(report)
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2) + "\n")
