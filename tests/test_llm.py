@@ -211,3 +211,5 @@ def test_a_reply_ends_at_a_sentence_boundary_at_or_below_max_words():
     text = "One two three four. Five six seven. Eight nine ten eleven twelve. Thirteen."
     assert list(SpokenReply(iter([text]), max_words=8).sentences()) == ["One two three four.", "Five six seven."]
     assert list(SpokenReply(iter(["A very long first sentence without end"]), max_words=3).sentences()) == ["A very long."]
+    run_on = SpokenReply(iter(["word "] * 100_000), max_words=5)  # no sentence end ever: read no further than needed
+    assert list(run_on.sentences()) == ["word word word word word."]

@@ -15,7 +15,6 @@ import collections
 import datetime
 import logging
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -135,7 +134,7 @@ class Dialogue:
     def _ask_llm(self, question: str, ranking: list[tuple[str, float]], cancelled: threading.Event) -> SpokenReply | None:
         """The LLM's reply once its first word is in, or None (the knowledge base answers)."""
         pieces = self.llm.stream(self._prompt(question, ranking), cancelled)
-        asked = time.monotonic()
+        asked = self.llm.clock()
         try:
             first = next(pieces)
         except (StopIteration, LlmError) as exc:
@@ -143,7 +142,7 @@ class Dialogue:
                         exc or "an empty reply")
             pieces.close()
             return None
-        return SpokenReply(_chain(first, pieces), self.llm.settings.max_words, round((time.monotonic() - asked) * 1000, 1))
+        return SpokenReply(_chain(first, pieces), self.llm.settings.max_words, round((self.llm.clock() - asked) * 1000, 1))
 
     def _prompt(self, question: str, ranking: list[tuple[str, float]]) -> list[dict[str, str]]:
         """The operator's system prompt, the visit so far, then the closest knowledge-base entries with the
@@ -154,7 +153,8 @@ class Dialogue:
         facts = "\n".join(f"- {intent.examples[0]} {intent.answer}" for intent in closest)
         messages = [{"role": "system", "content": settings.system_prompt}]
         for asked, answered in self._visit:
-            messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered.spoken}]
+            if answered.spoken:  # not an answer that was never said (heard while the robot spoke)
+                messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered.spoken}]
         grounded = f"Facts to answer from (never contradict them):\n{facts}\n\nQuestion: {question}" if facts else question
         return messages + [{"role": "user", "content": grounded}]
 

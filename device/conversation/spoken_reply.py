@@ -57,6 +57,8 @@ class SpokenReply:
             for piece in self._pieces:
                 pending += piece
                 complete, pending = _split_complete(pending)
+                if len(pending.split()) > self.max_words:  # no sentence end in sight: a run-on is its own
+                    complete, pending = complete + [speakable(pending)], ""
                 for sentence in complete:
                     if (kept := self._hand_out(sentence)) is None:
                         return
