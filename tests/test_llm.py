@@ -21,11 +21,12 @@ from device.audio_file import resample
 from device.settings import DialogueSettings, LlmSettings
 from engines.model_specs import SPEECH_RATE
 
-FIRST_TOKEN_S = 1.5
+FIRST_TOKEN_S = 1.5  # in the fault tests, where the wait itself is under test
+ANSWER_FIRST_TOKEN_S = 10.0  # where an answer is: this 2-core CPU reads a grounded prompt in 1-2 s
 
 
 def llm_settings(url: str, **changes) -> LlmSettings:
-    values = dict(url=url, model="gemma-3-270m", first_token_s=FIRST_TOKEN_S, reply_s=30.0, knowledge_threshold=0.6,
+    values = dict(url=url, model="smollm2-135m", first_token_s=ANSWER_FIRST_TOKEN_S, reply_s=30.0, knowledge_threshold=0.6,
                   grounding_entries=3, visit_turns=6, temperature=0.0, max_words=60,
                   system_prompt="You are the guide robot of a visitor centre. Answer in one or two short sentences.")
     return LlmSettings(**(values | changes))
@@ -121,7 +122,7 @@ def test_an_interruption_cancels_the_stream(text_encoder, llm_line):
 def test_a_server_that_is_down_leaves_the_answer_to_the_knowledge_base(text_encoder, llm_line):
     url = llm_line.url
     llm_line.close()
-    dialogue = dialogue_with(text_encoder, url)
+    dialogue = dialogue_with(text_encoder, url, first_token_s=FIRST_TOKEN_S)
     started = time.monotonic()
     answer = dialogue.answer("Where can I wash my hands?")
     assert time.monotonic() - started < FIRST_TOKEN_S + 0.5
@@ -131,7 +132,7 @@ def test_a_server_that_is_down_leaves_the_answer_to_the_knowledge_base(text_enco
 @pytest.mark.parametrize("fault", ["slow_first", "redirect", "drip"])
 def test_no_first_word_in_time_and_the_knowledge_base_answers(text_encoder, llm_line, fault):
     llm_line.fault = fault
-    dialogue = dialogue_with(text_encoder, llm_line.url)
+    dialogue = dialogue_with(text_encoder, llm_line.url, first_token_s=FIRST_TOKEN_S)
     started = time.monotonic()
     answer = dialogue.answer("Where can I wash my hands?")
     assert time.monotonic() - started < FIRST_TOKEN_S + 0.5
@@ -140,12 +141,12 @@ def test_no_first_word_in_time_and_the_knowledge_base_answers(text_encoder, llm_
 
 def test_a_stream_that_stalls_ends_at_its_last_full_sentence(text_encoder, llm_line):
     llm_line.fault = "stall"
-    dialogue = dialogue_with(text_encoder, llm_line.url, max_words=120,
+    dialogue = dialogue_with(text_encoder, llm_line.url, max_words=120, first_token_s=3.0,
                              system_prompt="You are a museum guide. Answer with five full sentences.")
     answer = dialogue.answer("Tell me about the history of bicycles.")
     started = time.monotonic()
     said = spoken(answer)
-    assert time.monotonic() - started < FIRST_TOKEN_S + 3.0  # not the 30 s stall
+    assert time.monotonic() - started < 3.0 + 3.0  # the first_token_s wait after the stall, not the 30 s stall
     assert said and said[-1] in ".!?"  # whole sentences only: the one being written when it stalled is dropped
     assert len(re.findall(r"[.!?](\s|$)", said)) == 1
 
