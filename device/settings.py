@@ -220,6 +220,27 @@ class CameraSettings:
 
 
 @dataclass(frozen=True)
+class BargeInSettings:
+    """[bargein]: listening while the robot speaks."""
+
+    enabled: bool  # visitor speech during a reply pauses it; a question cuts it and is answered
+    min_speech_ms: int  # speech this long (on the echo-cancelled signal) pauses the reply
+    min_question_ms: int  # a pausing utterance shorter than this (a cough, "mm-hm") lets the reply go on
+    echo_canceller: str  # "webrtc" (AEC3) or "none"
+
+    def __post_init__(self) -> None:
+        if not FRAME * 1000 // SPEECH_RATE <= self.min_speech_ms <= 2000:
+            raise ValueError(f"min_speech_ms must be between {FRAME * 1000 // SPEECH_RATE} and 2000 ms, got {self.min_speech_ms}")
+        if not 0 <= self.min_question_ms <= 5000:
+            raise ValueError(f"min_question_ms must be between 0 and 5000 ms, got {self.min_question_ms}")
+        if self.echo_canceller not in ECHO_CANCELLERS:
+            raise ValueError(f"echo_canceller must be one of {', '.join(ECHO_CANCELLERS)}, got {self.echo_canceller!r}")
+
+
+ECHO_CANCELLERS = ("webrtc", "none")
+
+
+@dataclass(frozen=True)
 class Settings:
     models: ModelSettings
     cpu: CpuSettings
@@ -231,6 +252,7 @@ class Settings:
     avatar: AvatarSettings
     audio: AudioSettings
     camera: CameraSettings
+    bargein: BargeInSettings
 
 
 _CLASSES = typing.get_type_hints(Settings)

@@ -3,7 +3,8 @@
 States are visibly distinct: idle (slow breathing, eyes wander), attentive (a visitor is there:
 brows up, eyes on them), listening (a ring of light), thinking (brows down, eyes up and aside),
 speaking (the mouth follows the reply). The mouth is scheduled on the speaker's playback clock,
-never on wall time, and closes when the audio stops or is cancelled.
+never on wall time, and closes when the audio stops or is cancelled, at once when the visitor talks
+over the reply (it opens again if the reply goes on).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Callable
 
 from device.avatar.mouths import REST, Mouth, blend, mouth_at
 from device.avatar.renderer import Pose
-from device.messages import Interrupt, LookAt, Presence, ReplyChunk, SpeechStarted, Utterance, Viseme
+from device.messages import (Interrupt, LookAt, Presence, ReplyChunk, ReplyPaused, ReplyResumed, SpeechStarted, Utterance,
+                             Viseme)
 
 GAZE_SMOOTHING_S = 0.15  # time constant with which the eyes follow their target
 BLINK_MEAN_S = 4.0  # people blink every 2-10 s
@@ -68,9 +70,14 @@ class Avatar:
             self.look_at(message.point)
         elif isinstance(message, Presence):
             self.set_state(State.ATTENTIVE if message.engaged else State.IDLE)
-        elif isinstance(message, SpeechStarted):
+        elif isinstance(message, SpeechStarted) and self.state != State.SPEAKING:
+            self.set_state(State.LISTENING)  # over a reply, only a pause (barge-in) stops the mouth
+        elif isinstance(message, ReplyPaused):
+            self._mouth = REST  # closed on the next frame, as the sound fades
             self.set_state(State.LISTENING)
-        elif isinstance(message, Utterance):
+        elif isinstance(message, ReplyResumed) and self._visemes:
+            self.set_state(State.SPEAKING)
+        elif isinstance(message, Utterance) and self.state != State.SPEAKING:
             self.set_state(State.THINKING)
         elif isinstance(message, ReplyChunk):
             visemes = message.visemes if message.index == 0 else (*self._visemes, *message.visemes)
@@ -92,7 +99,7 @@ class Avatar:
 
     def _mouth_now(self, dt: float) -> Mouth:
         target = REST
-        if self._clock and self._visemes:
+        if self._clock and self._visemes and self.state == State.SPEAKING:
             played = self._clock()  # read once: the reply may end between two reads
             target = REST if played >= self._visemes[-1].sample else mouth_at(self._visemes, played, self._rate)
         self._mouth = blend(self._mouth, target, 1 - math.exp(-dt / 0.03)) if dt else target

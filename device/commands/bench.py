@@ -9,6 +9,7 @@ from pathlib import Path
 from engines.errors import InputError
 
 from device.app import App
+from device.bench.bargein import ECHO_LEVELS_DB, measure_bargein
 from device.bench.io import measure_io
 from device.bench.models import WARMUP, WORKLOADS, measure_models
 from device.bench.render import measure_render
@@ -58,6 +59,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     soak.add_argument("--warmup", type=float, default=5.0, help="minutes left out of the memory slope (default 5)")
     soak.add_argument("--json", action="store_true", help="print JSON")
     soak.set_defaults(run=_soak)
+
+    bargein = kinds.add_parser("bargein", help="a visitor talking over the robot through an echo room: time to silence, "
+                                                "self-interruptions, intents, echo cancellation")
+    bargein.add_argument("--interruptions", type=int, default=10, help="interrupted replies per echo level (default 10)")
+    bargein.add_argument("--quiet", type=int, default=10, help="replies nobody talks over, per echo level (default 10)")
+    bargein.add_argument("--backchannels", type=int, default=3, help='replies with an "mm-hm" over them, per level (default 3)')
+    bargein.add_argument("--echo-db", type=float, action="append", dest="levels", metavar="DB",
+                         help="echo level over the visitor's speech; repeat for several (default "
+                              + ", ".join(f"{level:+.0f}" for level in ECHO_LEVELS_DB) + ")")
+    bargein.add_argument("--json", action="store_true", help="print JSON, every case included")
+    bargein.set_defaults(run=_bargein)
 
     io = kinds.add_parser("io", help="microphone-to-pipeline and camera-to-gaze latency")
     io.add_argument("--seconds", type=float, default=10.0)
@@ -131,6 +143,23 @@ def _render(app: App, args: argparse.Namespace) -> int:
           f"(target {report['target_fps']:.0f}), {report['cpu_ms_per_frame']:.2f} ms CPU per frame, "
           f"{report['cpu_percent_of_one_core']:.1f}% of one core; mouth-to-sound offset "
           f"{report['av_offset_ms']:+.0f} ms (correlation {report['av_correlation']:.2f})")
+    return 0
+
+
+def _bargein(app: App, args: argparse.Namespace) -> int:
+    report = measure_bargein(app, args.interruptions, args.quiet, args.backchannels, tuple(args.levels or ECHO_LEVELS_DB))
+    if args.json:
+        print_json(report)
+        return 0
+    print(f"{'echo':>7} {'silent p50':>10} {'p95':>6} {'mouth after sound p95':>22} {'same intent':>12} "
+          f"{'self-interrupted':>17} {'ERLE dB':>8} {'mm-hm went on':>14}")
+    for level, r in report["levels"].items():
+        silent, mouth = r["speaker_silent_after_onset_ms"] or {}, r["mouth_closed_after_sound_ms"] or {}
+        print(f"{level:>7} {silent.get('p50', '-'):>10} {silent.get('p95', '-'):>6} {mouth.get('p95', '-'):>22} "
+              f"{r['same_intent']:>12} {r['self_interruptions']:>17} {r['erle_db'] if r['erle_db'] is not None else '-':>8} "
+              f"{r['backchannels_went_on']:>14}" + (f"  ({r['not_stopped']} never went silent)" if r["not_stopped"] else ""))
+    print("(ms from the interrupting speech's onset to the speaker's last sample, on the microphone's clock; "
+          "mouth: its first frame after the pause, against the sound's end)")
     return 0
 
 

@@ -71,6 +71,7 @@ class Dialogue:
         self.llm = llm
         self.clock = clock
         self._last: Answer | None = None  # for "repeat that"
+        self._unsaid = ""  # what an interrupted reply did not get to say ("repeat that" says it)
         # The current visit's questions and answers, for the LLM (owned by the thread that calls answer()).
         self._visit: collections.deque[tuple[str, Answer]] = collections.deque(
             maxlen=llm.settings.visit_turns if llm is not None else 0)
@@ -127,6 +128,10 @@ class Dialogue:
         source = "builtin" if intent in self._builtin_names else "knowledge"
         return self._remember(question, Answer(intent, score, self.intents[intent].answer, source))
 
+    def cut_short(self, unsaid: str) -> None:
+        """The last reply was interrupted before `unsaid`: "repeat that" finishes it."""
+        self._unsaid = unsaid
+
     def new_visit(self) -> None:
         """A visitor arrived: what the last one said is not theirs to build on."""
         self._visit.clear()
@@ -165,12 +170,13 @@ class Dialogue:
         if intent == "date":
             return f"Today is {now.strftime('%A, %B')} {now.day}."
         if intent == REPEAT:
-            return (self._last.spoken if self._last else "") or "I have not said anything yet. How can I help you?"
+            unsaid, self._unsaid = self._unsaid, ""
+            return unsaid or (self._last.spoken if self._last else "") or "I have not said anything yet. How can I help you?"
         return ""  # stop
 
     def _remember(self, question: str, answer: Answer) -> Answer:
         if answer.intent not in (REPEAT, STOP):
-            self._last = answer
+            self._last, self._unsaid = answer, ""
         if answer.intent == GOODBYE:
             self._visit.clear()
         elif answer.intent != STOP:

@@ -11,7 +11,13 @@ Threads and what each owns:
   message in its queue too), starts the reply;
 - `speech`: synthesizes the reply sentence by sentence (an LLM's as its sentences stream in) and
   hands chunks to the speaker.
-While the robot speaks, only "stop" is acted on (the microphone also hears the robot itself).
+
+Barge-in: the microphone's frames first lose the robot's own voice (the echo canceller, whose far
+end is what the speaker plays). Visitor speech of `min_speech_ms` over a reply pauses it at once
+(the feeding thread holds the speaker: a fade, the mouth closes); the turns thread, once the
+utterance is recognised, lets a cough or a backchannel ("mm-hm") resume the reply, or cuts the
+reply (what was played is recorded; "repeat that" says the rest) and answers the new question.
+Without barge-in, while the robot speaks only "stop" is acted on.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import collections
 import logging
 import queue
+import re
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,12 +36,14 @@ import numpy as np
 
 from device.conversation.dialogue import STOP, Answer, Dialogue
 from device.conversation.endpointer import Endpointer, EndpointSettings
-from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, SpeechPaused, SpeechResumed, SpeechStarted,
-                             TurnTimings, Utterance)
-from device.conversation.speech_out import SpeechOut
+from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, ReplyPaused, ReplyResumed, SpeechPaused,
+                             SpeechResumed, SpeechStarted, TurnTimings, Utterance)
+from device.conversation.speech_out import SpeechOut, split_sentences
 from device.models.asr import SpeechRecognizer, Transcript
 from device.models.end_of_turn import EndOfTurnDetector
 from device.models.vad import VoiceActivityDetector
+from device.settings import BargeInSettings
+from device.sound.echo_canceller import EchoCanceller
 from engines.model_specs import FRAME
 from device.sound.speakers import Speaker
 from engines.runner import Runner
@@ -42,6 +51,10 @@ from engines.runner import Runner
 log = logging.getLogger(__name__)
 NEW_VISIT = "new visit"  # the turns thread's message: a visitor arrived, the dialogue forgets the last visit
 KEEP_TURNS = 10  # turns kept (with their reply audio) for status, which shows them; None: every turn (demo, bench)
+# Said over a reply, these keep it going: listeners' acknowledgements, not questions.
+BACKCHANNELS = frozenset("mm hm hmm mhm mmhmm mmhm uh huh uhhuh aha ah oh okay ok yeah yes yep right sure alright "
+                         "i see wow cool nice great".split())
+CUT_WAIT_S = 5.0  # a cut reply's speech thread ends within this (it stops at the next block)
 
 
 @dataclass
@@ -57,6 +70,9 @@ class Turn:
     end_of_turn: EndOfTurnVerdict | None = None  # the verdict that ended it, if one did
     ignored: str = ""  # why no reply was given, if none was
     interrupted: bool = False
+    barged_in: bool = False  # heard over a reply, which it paused
+    played_s: float | None = None  # of the reply, when it was cut
+    unsaid: str = ""  # the reply's text not (wholly) played when it was cut
     done: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -68,11 +84,13 @@ class Conversation:
     def __init__(self, vad: VoiceActivityDetector, asr: SpeechRecognizer, dialogue: Dialogue, speech: SpeechOut,
                  speaker: Speaker, endpoint: EndpointSettings, heartbeat: Callable[[], None] = lambda: None,
                  observer: Callable[[object], None] = lambda message: None, keep_turns: int | None = KEEP_TURNS,
-                 end_of_turn: EndOfTurnDetector | None = None) -> None:
+                 end_of_turn: EndOfTurnDetector | None = None, bargein: BargeInSettings | None = None,
+                 echo: EchoCanceller | None = None) -> None:
         """`heartbeat` is called by the turns thread at least every second while it is alive;
         `observer` sees the messages the avatar follows (SpeechStarted, Utterance, ReplyChunk,
-        Interrupt), from whichever thread made them. Without `end_of_turn` every pause gets the
-        fixed hangover."""
+        ReplyPaused, ReplyResumed, Interrupt), from whichever thread made them. Without `end_of_turn`
+        every pause gets the fixed hangover; without `bargein` (or with it disabled) a reply is not
+        paused by speech; `echo` cleans each frame before the VAD, with the speaker's blocks as its far end."""
         self.vad = vad
         self.asr = asr
         self.dialogue = dialogue
@@ -80,6 +98,14 @@ class Conversation:
         self.speaker = speaker
         self.endpointer = Endpointer(endpoint, judged=end_of_turn is not None)
         self.end_of_turn = end_of_turn
+        self.bargein = bargein if bargein is not None and bargein.enabled else None
+        self.echo = echo
+        if echo is not None:
+            speaker.taps.append(echo.played)
+        self._barge_frames = max(endpoint.frames(bargein.min_speech_ms), endpoint.frames(endpoint.onset_ms)) if self.bargein else 0
+        self._speech_run = 0  # consecutive speech frames (feeding thread)
+        self._barging = False  # the utterance being heard paused a reply (feeding thread)
+        self._speaking_turn: Turn | None = None  # whose reply the speech thread is on (under self._lock)
         self._verdicts: queue.SimpleQueue[EndOfTurnVerdict] = queue.SimpleQueue()  # end-of-turn thread -> feed
         self._verdict: EndOfTurnVerdict | None = None  # the latest, owned by the feeding thread
         self._judging: Future | None = None
@@ -111,8 +137,13 @@ class Conversation:
         """One FRAME-sample frame of SPEECH_RATE mono float32 audio, as it arrives."""
         self._arrivals.append(time.monotonic())
         self._frame += 1
+        if self.echo is not None:
+            frame = self.echo.clean(frame)
+        probability = self.vad.probability(frame)
         events = self._take_verdicts()
-        for event in events + self.endpointer.push(frame, self.vad.probability(frame)):
+        if self.bargein is not None:
+            self._watch_for_barge_in(probability >= self.endpointer.settings.vad_threshold)
+        for event in events + self.endpointer.push(frame, probability):
             if isinstance(event, (SpeechStarted, Utterance)):
                 self.observer(event)
             if isinstance(event, SpeechPaused):
@@ -126,6 +157,21 @@ class Conversation:
                 self._speculative = self._judging = None
             elif isinstance(event, Utterance):
                 self._submit(event)
+
+    def _watch_for_barge_in(self, speech: bool) -> None:
+        """Enough speech over a reply pauses it now; the turns thread decides what follows once the
+        utterance is recognised."""
+        self._speech_run = self._speech_run + 1 if speech else 0
+        if self._speech_run != self._barge_frames or not self._replying.is_set() or self.speaker.held:
+            return
+        with self._lock:
+            turn = self._speaking_turn
+        if turn is None:
+            return
+        self.speaker.hold()
+        self._barging = True
+        self.observer(ReplyPaused(turn.id))
+        log.info("turn %d: the visitor talks over the reply; paused", turn.id)
 
     def _judge(self, pause: SpeechPaused) -> None:
         """On the end-of-turn thread: a failing model leaves the pause to the fixed hangover."""
@@ -223,6 +269,7 @@ class Conversation:
             future = self._asr_pool.submit(self.asr.transcribe, utterance.audio)
         with self._lock:
             turn = self._new_turn(utterance, timings)
+        turn.barged_in, self._barging = self._barging, False
         if self._verdict is not None and self._verdict.speech_end == utterance.speech_end:
             turn.end_of_turn = self._verdict
         self._pending.put((turn, future))
@@ -243,6 +290,7 @@ class Conversation:
                 return False
             self._replying.set()
             self._cancel = cancel
+            self._speaking_turn = turn
         self._speech_pool.submit(self._reply, turn, cancel)
         return True
 
@@ -269,12 +317,16 @@ class Conversation:
                 self._take_turn(turn, future)
             except Exception:  # one bad turn must not end the conversation
                 log.exception("turn %d failed", turn.id)
+                if turn.barged_in:
+                    self._unpause()  # a paused reply must not stay paused
                 turn.ignored = "error"
                 self._finish(turn)
 
     def _take_turn(self, turn: Turn, future: Future[Transcript]) -> None:
         turn.transcript = future.result().text
         turn.timings.asr_done = time.monotonic()
+        if turn.barged_in and not self._barge_in_wins(turn):
+            return
         if not turn.transcript:
             turn.ignored = "no words recognised"
             self._finish(turn)
@@ -299,6 +351,45 @@ class Conversation:
         log.info("turn %d: %r -> %s (%s)", turn.id, turn.transcript, answer.intent, turn.ignored or "stopped speaking",
                  extra={"TURN_ID": turn.id, "INTENT": answer.intent})
 
+    def _barge_in_wins(self, turn: Turn) -> bool:
+        """An utterance that paused a reply: a cough or a backchannel lets the reply go on (False); anything
+        else (a question, "stop") ends the reply, which is then answered as a turn of its own (True)."""
+        if _backchannel(turn.transcript):
+            self._resume(turn, "a backchannel")
+            return False
+        short = turn.utterance.seconds * 1000 < self.bargein.min_question_ms
+        if short and self.dialogue.rank(turn.transcript)[0][0] != STOP:
+            self._resume(turn, "too short for a question")
+            return False
+        self._cut_reply(Interrupt("the visitor talked over the reply"))
+        return True
+
+    def _resume(self, turn: Turn, why: str) -> None:
+        """The utterance that paused the reply was not a question: the reply goes on."""
+        self._unpause()
+        turn.ignored = f"said over the reply ({why})"
+        self._finish(turn)
+        log.info("turn %d: %r over the reply: %s, it goes on", turn.id, turn.transcript, why)
+
+    def _unpause(self) -> None:
+        with self._lock:
+            speaking = self._speaking_turn
+        self.speaker.resume()
+        if speaking is not None:
+            self.observer(ReplyResumed(speaking.id))
+
+    def _cut_reply(self, interrupt: Interrupt) -> None:
+        """End the paused reply for good, wait for its speech thread, and tell the dialogue what was
+        not said (for "repeat that")."""
+        with self._lock:
+            cut = self._speaking_turn
+        self.interrupt(interrupt)
+        deadline = time.monotonic() + CUT_WAIT_S
+        while self._replying.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if cut is not None and cut.unsaid:
+            self.dialogue.cut_short(cut.unsaid)
+
     # --- the speech thread -------------------------------------------------------------------
 
     def _reply(self, turn: Turn, cancel: threading.Event) -> None:
@@ -317,10 +408,14 @@ class Conversation:
             while self.speaker.busy and not cancel.is_set():
                 self.speaker.wait_idle(0.05)
             turn.interrupted = cancel.is_set()
+            if turn.interrupted:
+                self._record_cut(turn)
         except Exception:  # say so: a reply that cannot be spoken must not vanish without a word
             turn.ignored = "could not be spoken"
             log.exception("turn %d: the reply %r could not be spoken", turn.id, turn.answer.spoken[:200])
         finally:
+            with self._lock:
+                self._speaking_turn = None
             self._replying.clear()
             self._finish(turn)
             ms = turn.timings.stages_ms()
@@ -328,3 +423,20 @@ class Conversation:
                      turn.answer.score, turn.answer.source, ms["turn"], ", interrupted" if turn.interrupted else "",
                      extra={"TURN_ID": turn.id, "INTENT": turn.answer.intent, "STAGE": "reply",
                             "LATENCY_MS": ms["turn"], "ASR_MS": ms["asr"]})
+
+    def _record_cut(self, turn: Turn) -> None:
+        """How much of an interrupted reply was played, and its text from the first sentence not played whole."""
+        played = self.speaker.played
+        turn.played_s = round(played / self.speaker.sample_rate, 2)
+        spoken = [c for c in turn.chunks if c.text]
+        whole = sum(1 for c in spoken if c.start + len(c.audio) <= played)
+        fixed = turn.answer.reply is None  # else an LLM's stream: only what came is known
+        sentences = split_sentences(turn.answer.text) if fixed else [c.text for c in spoken]
+        turn.unsaid = " ".join(sentences[whole:])
+        log.info("turn %d cut after %.1f s of its reply; not said: %r", turn.id, turn.played_s, turn.unsaid[:80])
+
+
+def _backchannel(transcript: str) -> bool:
+    """Nothing but acknowledgements ("mm-hm", "okay", "yeah") or no words at all (a cough)."""
+    words = re.findall(r"[a-z]+", transcript.lower())
+    return all(word in BACKCHANNELS for word in words)

@@ -1,8 +1,10 @@
 """Speakers: where reply chunks go, and the playback clock the avatar's mouth follows.
 
 `Speaker` owns its queue and its thread; `play` never blocks the caller, `stop` drops everything
-queued and what is left of the current chunk at once (an interruption), and `played` counts the
-samples actually played since the reply began, which is what lip-sync is scheduled on.
+queued and what is left of the current chunk at once (an interruption), `hold` fades out and waits
+where it is (a visitor started talking: maybe a question, maybe only "mm-hm") until `resume` or
+`stop`, and `played` counts the samples actually played since the reply began, which is what
+lip-sync is scheduled on. Taps (the echo canceller's far end) get every block handed to the device.
 """
 
 from __future__ import annotations
@@ -10,14 +12,15 @@ from __future__ import annotations
 import queue
 import threading
 import time
-
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from device.messages import ReplyChunk
 
-BLOCK_SECONDS = 0.02  # playback granularity: how soon a stop takes effect
+BLOCK_SECONDS = 0.02  # playback granularity: how soon a stop or a hold takes effect
+FADE_SECONDS = 0.01  # a hold fades out over this long
 
 
 class Speaker:
@@ -27,6 +30,10 @@ class Speaker:
         self.sample_rate = sample_rate
         self._queue: queue.Queue[ReplyChunk | None] = queue.Queue()
         self._stop = threading.Event()
+        self._held = threading.Event()
+        self._go = threading.Event()  # set when not held: the playback thread waits on it
+        self._go.set()
+        self.taps: list[Callable[[np.ndarray], None]] = []  # called with each block handed to the device
         self._idle = threading.Event()
         self._idle.set()
         self._lock = threading.Lock()
@@ -44,19 +51,36 @@ class Speaker:
     def busy(self) -> bool:
         return not self._idle.is_set()
 
+    @property
+    def held(self) -> bool:
+        return self._held.is_set()
+
     def play(self, chunk: ReplyChunk) -> None:
         if chunk.sample_rate != self.sample_rate:
             raise ValueError(f"chunk at {chunk.sample_rate} Hz for a speaker at {self.sample_rate} Hz")
         with self._lock:
             if chunk.index == 0:
                 self._stop.clear()
+                self.resume()
             self._pending += 1
             self._idle.clear()
         self._queue.put(chunk)
 
+    def hold(self) -> None:
+        """Fade out within a block and wait there, keeping the rest (from any thread)."""
+        self._held.set()
+        self._go.clear()
+
+    def resume(self) -> None:
+        """Go on from where `hold` stopped."""
+        self._held.clear()
+        self._go.set()
+
     def stop(self) -> None:
         """Silence now; queued chunks are dropped."""
         self._stop.set()
+        self._held.clear()
+        self._go.set()
         while True:
             try:
                 if self._queue.get_nowait() is not None:
@@ -77,15 +101,25 @@ class Speaker:
         while (chunk := self._queue.get()) is not None:
             if chunk.index == 0:
                 self._played = 0
-            for start in range(0, len(chunk.audio), block):
-                if self._stop.is_set():
-                    break
+            start = 0
+            while start < len(chunk.audio) and not self._stop.is_set():
                 samples = chunk.audio[start:start + block]
-                self._write(samples)
+                if self._held.is_set():
+                    fade = samples[:max(1, int(self.sample_rate * FADE_SECONDS))]
+                    self._hand(fade * np.linspace(1, 0, len(fade), dtype=np.float32))  # a fade, not a click
+                    self._go.wait()
+                    continue  # the faded block is played again in full on resume
+                self._hand(samples)
                 self._played += len(samples)
+                start += len(samples)
             if not self._stop.is_set():
                 self._finished_chunk(chunk.last)
             self._done_one()
+
+    def _hand(self, samples: np.ndarray) -> None:
+        self._write(samples)
+        for tap in self.taps:
+            tap(samples)
 
     def _finished_chunk(self, last: bool) -> None:
         """After a chunk played to its end (devices add trailing silence after the last)."""
