@@ -114,7 +114,7 @@ class _EchoRun:
         self.speaker = RecordingSpeaker(rate, realtime=True)
         return self.speaker
 
-    def _played(self, samples: np.ndarray) -> None:
+    def _played(self, samples: np.ndarray, fresh: bool) -> None:
         self.room.play(samples)
         self.plays.append((time.monotonic(), self.room.heard_until, self.room.position))
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engines.errors import OrinAvatarError
+from engines.errors import InputError, OrinAvatarError
 
 from device.app import App
 from device.commands.context import check_wav_out, print_json
@@ -18,6 +18,7 @@ from device.service.daemon import Daemon, RunOptions
 from device.service.doctor import run_checks
 from device.service.logs import setup_logging
 from device.service.status_socket import read_status
+from device.sound.echo_room import EchoPath
 
 UNIT_DIR = Path("/etc/systemd/system")
 
@@ -28,6 +29,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--speaker", type=Path, help="write the replies to this WAV file instead of the sound card")
     run.add_argument("--camera", type=Path, help="a video file as the camera")
     run.add_argument("--loop", action="store_true", help="play the --mic file again and again (soak tests)")
+    run.add_argument("--echo-db", type=float, metavar="DB",
+                     help="with --mic and --speaker: the replies reach the microphone through a simulated hall, "
+                          "their echo DB louder than the visitor (needs pyroomacoustics: pip install 'orin-avatar[rooms]')")
     run.set_defaults(run=_run)
     status = commands.add_parser("status", help="the running daemon: backends and why, fallbacks, last turns, devices")
     status.add_argument("--json", action="store_true", help="print JSON")
@@ -53,7 +57,12 @@ def _run(app: App, args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     if args.speaker is not None:
         check_wav_out(args.speaker)  # now, not at SIGTERM when the replies are written
-    return Daemon(app, RunOptions(args.mic, args.speaker, args.camera, args.loop)).run()
+    echo = None
+    if args.echo_db is not None:
+        if args.mic is None or args.speaker is None:
+            raise InputError("--echo-db needs --mic and --speaker: the echo room joins a recorded visit to the replies file")
+        echo = EchoPath(echo_db=args.echo_db)  # checks the range now
+    return Daemon(app, RunOptions(args.mic, args.speaker, args.camera, args.loop, echo)).run()
 
 
 def _status(app: App, args: argparse.Namespace) -> int:
@@ -71,6 +80,10 @@ def _status(app: App, args: argparse.Namespace) -> int:
     if status["hung_stages"]:
         print(f"  HUNG: {', '.join(status['hung_stages'])}")
     print(f"  knowledge    {status['knowledge']['intents']} intents; last reload: {status['knowledge']['last_reload'] or '-'}")
+    bargein, tally = status["bargein"], status["tally"]
+    erle = f", echo return loss enhancement {bargein['erle_db']} dB" if bargein["erle_db"] is not None else ""
+    print(f"  barge-in     {'on' if bargein['enabled'] else 'off'} (echo canceller {bargein['echo_canceller']}{erle}); "
+          f"paused {tally.get('barge-in: paused a reply', 0)}, cut {tally.get('barge-in: cut a reply', 0)}")
     for turn in status["turns"]:
         print(f"  turn {turn['turn']:>3}  {turn['latency_ms'] or '-':>7} ms  {turn['intent'] or turn['ignored'] or '-':<15} {turn['transcript']}")
     return 0

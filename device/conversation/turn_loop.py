@@ -55,6 +55,11 @@ KEEP_TURNS = 10  # turns kept (with their reply audio) for status, which shows t
 BACKCHANNELS = frozenset("mm hm hmm mhm mmhmm mmhm uh huh uhhuh aha ah oh okay ok yeah yes yep right sure alright "
                          "i see wow cool nice great".split())
 CUT_WAIT_S = 5.0  # a cut reply's speech thread ends within this (it stops at the next block)
+# For this long after a reply starts (or goes on after a pause) speech does not pause it: WebRTC's AEC3
+# lets the first 100-150 ms of echo after a silence through while it finds the echo again, and Silero
+# VAD's state keeps that "speech" up for a few frames more (measured through the echo room: every
+# self-interruption started there).
+ONSET_GUARD_S = 0.3
 
 
 @dataclass
@@ -106,6 +111,8 @@ class Conversation:
         self._speech_run = 0  # consecutive speech frames (feeding thread)
         self._barging = False  # the utterance being heard paused a reply (feeding thread)
         self._speaking_turn: Turn | None = None  # whose reply the speech thread is on (under self._lock)
+        self._guard = int(ONSET_GUARD_S * speaker.sample_rate)
+        self._pausable_from = self._guard  # speaker sample of the reply from which speech may pause it
         self._verdicts: queue.SimpleQueue[EndOfTurnVerdict] = queue.SimpleQueue()  # end-of-turn thread -> feed
         self._verdict: EndOfTurnVerdict | None = None  # the latest, owned by the feeding thread
         self._judging: Future | None = None
@@ -161,7 +168,8 @@ class Conversation:
     def _watch_for_barge_in(self, speech: bool) -> None:
         """Enough speech over a reply pauses it now; the turns thread decides what follows once the
         utterance is recognised."""
-        self._speech_run = self._speech_run + 1 if speech else 0
+        guarded = self.speaker.played < self._pausable_from
+        self._speech_run = self._speech_run + 1 if speech and not guarded else 0
         if self._speech_run != self._barge_frames or not self._replying.is_set() or self.speaker.held:
             return
         with self._lock:
@@ -171,6 +179,7 @@ class Conversation:
         self.speaker.hold()
         self._barging = True
         self.observer(ReplyPaused(turn.id))
+        self._count("barge-in: paused a reply")
         log.info("turn %d: the visitor talks over the reply; paused", turn.id)
 
     def _judge(self, pause: SpeechPaused) -> None:
@@ -217,10 +226,12 @@ class Conversation:
             return dict(self._tally)
 
     def _finish(self, turn: Turn) -> None:
-        with self._lock:
-            key = f"ignored: {turn.ignored}" if turn.ignored else "interrupted" if turn.interrupted else "answered"
-            self._tally[key] = self._tally.get(key, 0) + 1
+        self._count(f"ignored: {turn.ignored}" if turn.ignored else "interrupted" if turn.interrupted else "answered")
         turn.done.set()
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self._tally[key] = self._tally.get(key, 0) + 1
 
     def new_visit(self) -> None:
         """A visitor arrived (from any thread): the dialogue starts a new visit's memory."""
@@ -291,6 +302,7 @@ class Conversation:
             self._replying.set()
             self._cancel = cancel
             self._speaking_turn = turn
+            self._pausable_from = self._guard
         self._speech_pool.submit(self._reply, turn, cancel)
         return True
 
@@ -362,6 +374,7 @@ class Conversation:
             self._resume(turn, "too short for a question")
             return False
         self._cut_reply(Interrupt("the visitor talked over the reply"))
+        self._count("barge-in: cut a reply")
         return True
 
     def _resume(self, turn: Turn, why: str) -> None:
@@ -374,6 +387,7 @@ class Conversation:
     def _unpause(self) -> None:
         with self._lock:
             speaking = self._speaking_turn
+        self._pausable_from = self.speaker.played + self._guard
         self.speaker.resume()
         if speaking is not None:
             self.observer(ReplyResumed(speaking.id))

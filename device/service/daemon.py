@@ -36,11 +36,12 @@ from device.conversation.visit import MicrophoneClock
 from device.messages import LookAt, Presence
 from device.models import catalog
 from device.service.heartbeats import Heartbeats
-from device.service.memory import release_free_memory
+from device.service.memory import limit_arenas, release_free_memory
 from device.service.notifier import Notifier, watchdog_interval
 from device.service.status_socket import StatusServer
 from device.settings import load_settings
 from device.sound.devices import DeviceSpeaker, Microphone
+from device.sound.echo_room import EchoPath, EchoRoom, active_rms
 from device.sound.speakers import WavFileSpeaker
 from device.vision.camera import Camera
 from device.vision.engagement import Engagement, VisitorArrived, VisitorLeft
@@ -61,6 +62,7 @@ class FileMicrophone:
         self.loop = loop
         self.audio = read_audio(path)
         self.state = f"file {path}"
+        self.room: EchoRoom | None = None  # the speaker's sound joins the file's on the way in, if set
 
     def run(self, conversation: Conversation, beat, stop: threading.Event) -> None:
         clock = MicrophoneClock(realtime=True)
@@ -72,7 +74,7 @@ class FileMicrophone:
             frame = self.audio[position:position + FRAME] if position + FRAME <= len(self.audio) else silence
             position += FRAME
             clock.wait()
-            conversation.feed(frame)
+            conversation.feed(self.room.capture(frame) if self.room is not None else frame)
             beat()
         self.state = f"file {self.path} (stopped)"
 
@@ -101,6 +103,7 @@ class RunOptions:
     speaker: Path | None = None  # write the replies to this WAV file
     camera: Path | None = None  # a video file as the camera
     loop: bool = False  # play the --mic file again and again
+    echo: EchoPath | None = None  # the replies reach the --mic file through this echo path
 
 
 class Daemon:
@@ -121,6 +124,7 @@ class Daemon:
         self.perception = None
 
     def run(self) -> int:
+        limit_arenas()  # before the conversation's threads start
         signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
         signal.signal(signal.SIGINT, lambda *_: self.stop.set())
         signal.signal(signal.SIGHUP, lambda *_: self.reload.set())
@@ -140,6 +144,8 @@ class Daemon:
             report=self._progress, observer=self.avatar_inbox.put)
         self.conversation, self.speaker = conversation, speakers[0]
         self.microphone = microphone
+        if self.options.echo is not None:
+            microphone.room = self._echo_room(conversation, microphone.audio)
         status, workers = None, []
         try:  # from here on, whatever fails or stops us, the conversation is closed before the process ends
             status = StatusServer(self.snapshot)
@@ -161,6 +167,16 @@ class Daemon:
         finally:
             self._shutdown(conversation, status, workers)
         return 0
+
+    def _echo_room(self, conversation: Conversation, visitor: np.ndarray) -> EchoRoom:
+        """A hall between the replies file and the recorded visit: its echo level is set against the
+        visit's speech and the greeting's."""
+        greeting = conversation.dialogue.intents["greeting"].answer
+        reference = np.concatenate([c.audio for c in conversation.speech.chunks(0, [greeting], threading.Event())])
+        room = EchoRoom(self.options.echo, active_rms(visitor), reference, self.speaker.sample_rate)
+        self.speaker.taps.append(room.play)
+        log.info("replies reach the microphone through an echo room: %s", self.options.echo)
+        return room
 
     def _display_loop(self, settings, avatar: Avatar) -> None:
         """The main thread: the avatar at its frame rate (OpenCV windows belong to the main thread),
@@ -298,6 +314,9 @@ class Daemon:
             "heartbeats_s": self.heartbeats.ages(), "hung_stages": self.heartbeats.stale(),
             "knowledge": {"intents": len(conversation.dialogue.intents), "last_reload": self.last_reload},
             "tally": conversation.tally(),
+            "bargein": {"enabled": conversation.bargein is not None,
+                        "echo_canceller": "webrtc" if conversation.echo is not None else "none",
+                        "erle_db": conversation.echo.erle_db() if conversation.echo is not None else None},
             "turns": [_short(turn_report(t)) for t in list(conversation.turns)[-10:] if t.done.is_set()],
         }
 

@@ -6,23 +6,36 @@ a well-kept adaptive filter with delay estimation, double-talk handling and a re
 suppressor, which is not something to write by hand. The far end is what the speaker is actually
 handed (`played`, from the speaker's thread, at the voice's rate); the near end is each microphone
 frame (`clean`, from the microphone's thread). Both go to the module in 10 ms blocks on the
-microphone's clock: for each 10 ms of microphone audio, the next 10 ms of what was played (or
-silence if nothing was) is given as the far end first; AEC3 finds the delay between them itself.
+microphone's clock: a block the speaker is handed is put on the microphone's timeline where it
+plays (`PlaybackTimeline`), and for each 10 ms of microphone audio the same 10 ms of that timeline
+is given as the far end first. So the far end leads its echo by the device's output latency plus the acoustic path,
+the same from one reply to the next: AEC3 finds that delay once and keeps it. (A far end queued and
+taken as it came would start each reply at a different offset, and AEC3 lets the echo through for
+100-300 ms every time it has to find the delay again: measured, those were self-interruptions.)
 Noise suppression stays off: it cost recognition more than it gave in a loud hall.
 """
 
 from __future__ import annotations
 
-import collections
 import threading
+import time
+from typing import Callable
 
 import numpy as np
 
 from engines.errors import OrinAvatarError
 from engines.model_specs import SPEECH_RATE
 
+from device.sound.playback_timeline import PlaybackTimeline
+
 BLOCK = SPEECH_RATE // 100  # the module takes 10 ms blocks
-FAR_END_LIMIT = SPEECH_RATE  # far-end samples kept waiting for the microphone (1 s): older ones are dropped
+# A fresh start of playback goes on the microphone's timeline at the sample being taken when it was
+# handed: its echo cannot come earlier, and the far end must lead it (AEC3 cannot cancel what it has
+# not been given yet); the output and input latencies of the cards make it lead by tens of ms. The
+# speaker says when playback starts afresh; the blocks in between follow each other, however their
+# writes were paced (a sound server takes them in bursts), unless one comes a second late.
+LATE_BLOCK = SPEECH_RATE
+FAR_END_LIMIT = SPEECH_RATE * 10  # far-end samples kept ahead of the microphone (10 s; a sound server may take 2 s at once)
 
 
 class EchoCancellerError(OrinAvatarError):
@@ -32,7 +45,7 @@ class EchoCancellerError(OrinAvatarError):
 class EchoCanceller:
     """AEC3 between what the speaker plays and what the microphone hears."""
 
-    def __init__(self, speaker_rate: int) -> None:
+    def __init__(self, speaker_rate: int, clock: Callable[[], float] = time.monotonic) -> None:
         import soxr
 
         try:
@@ -42,27 +55,40 @@ class EchoCanceller:
                                      "'orin-avatar[bargein]' (or set [bargein] echo_canceller = \"none\")") from exc
         self._rtc = rtc
         self._apm = rtc.AudioProcessingModule(echo_cancellation=True, high_pass_filter=True)
-        self._apm.set_stream_delay_ms(0)
         self._resampler = soxr.ResampleStream(speaker_rate, SPEECH_RATE, 1, dtype="float32")
         self._lock = threading.Lock()
-        self._far: collections.deque[np.ndarray] = collections.deque()  # 16 kHz pieces, oldest first
-        self._far_count = 0
+        self._far = np.zeros(0, np.float32)  # the far end from microphone sample self._processed on
+        self._timeline = PlaybackTimeline(0, LATE_BLOCK, clock)
+        self._fresh = False  # the speaker said the device ran dry, and no block has been placed since
+        self._processed = 0  # microphone samples through the module
         self._near = np.zeros(0, np.float32)
         self._out = np.zeros(BLOCK, np.float32)  # one block of latency: every frame in gives a frame out
         self.near_power = 0.0  # running sums over the frames where the far end played, for ERLE
         self.out_power = 0.0
 
-    def played(self, samples: np.ndarray) -> None:
-        """What the speaker was just handed (speaker thread)."""
+    def played(self, samples: np.ndarray, fresh: bool) -> None:
+        """What the speaker was just handed (speaker thread); `fresh`: after the device ran dry."""
         audio = self._resampler.resample_chunk(samples.astype(np.float32))
+        self._fresh = self._fresh or fresh  # kept until the resampler gives something out
+        if not len(audio):
+            return
         with self._lock:
-            self._far.append(audio)
-            self._far_count += len(audio)
-            while self._far_count > FAR_END_LIMIT:
-                self._far_count -= len(self._far.popleft())
+            # The resampler holds back its filter's delay: what comes out now was handed that much earlier.
+            start = self._timeline.place(len(audio), self._fresh) - round(self._resampler.delay())
+            self._fresh = False
+            if start < self._processed:  # late: what should already have played is not the far end any more
+                audio, start = audio[self._processed - start:], self._processed
+            offset, end = start - self._processed, start - self._processed + len(audio)
+            if end > FAR_END_LIMIT:
+                return
+            if len(self._far) < end:
+                self._far = np.concatenate([self._far, np.zeros(end - len(self._far), np.float32)])
+            self._far[offset:end] = audio
 
     def clean(self, frame: np.ndarray) -> np.ndarray:
         """The microphone frame with the echo removed (microphone thread); same length, 10 ms later."""
+        with self._lock:
+            self._timeline.capture(len(frame))
         self._near = np.concatenate([self._near, frame])
         pieces = [self._out]
         while len(self._near) >= BLOCK:
@@ -85,23 +111,17 @@ class EchoCanceller:
         return round(10 * np.log10(self.near_power / self.out_power), 1)
 
     def _take_far(self) -> np.ndarray | None:
+        """The next 10 ms of the far end on the microphone's timeline (None: nothing played then)."""
         with self._lock:
-            if self._far_count == 0:
-                return None
-            parts, needed = [], BLOCK
-            while needed and self._far:
-                piece = self._far.popleft()
-                parts.append(piece[:needed])
-                if len(piece) > needed:
-                    self._far.appendleft(piece[needed:])
-                needed -= len(parts[-1])
-            self._far_count -= BLOCK - needed
-        return np.pad(np.concatenate(parts), (0, needed))
+            far, self._far = self._far[:BLOCK], self._far[BLOCK:]
+            self._processed += BLOCK
+        return np.pad(far, (0, BLOCK - len(far))) if len(far) and np.any(far) else None
 
     def _process(self, near: np.ndarray, far: np.ndarray | None) -> np.ndarray:
         far_frame = self._frame(far if far is not None else np.zeros(BLOCK, np.float32))
         self._apm.process_reverse_stream(far_frame)
         near_frame = self._frame(near)
+        self._apm.set_stream_delay_ms(0)  # WebRTC wants it with every capture frame; AEC3 finds the delay itself
         self._apm.process_stream(near_frame)
         out = np.frombuffer(near_frame.data, np.int16).astype(np.float32) / 32768
         if far is not None and np.any(far):

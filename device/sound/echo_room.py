@@ -3,8 +3,8 @@
 What the speaker plays reaches the microphone a few milliseconds later, a little clipped by a small
 loudspeaker driven hard, coloured by the room (an impulse response from pyroomacoustics: a shoebox
 hall, the speaker a few centimetres from the microphone), and mixed with what the visitor says, all
-on the microphone's sample clock: a block handed to the speaker at microphone sample `p` is heard
-from `p + delay` on. The echo's level is set relative to the visitor's speech (0 to +12 dB: the
+on the microphone's sample clock (`PlaybackTimeline`, with the sound card's buffer and the path's
+delay as latency). The echo's level is set relative to the visitor's speech (0 to +12 dB: the
 speaker is much closer to the microphone than the visitor).
 
 The speaker's thread calls `play`, the microphone's thread `capture`; the room owns its echo buffer
@@ -14,7 +14,9 @@ behind a lock (the two threads only ever append to it and read from it).
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import soxr
@@ -23,8 +25,15 @@ from engines.errors import InputError
 from engines.model_specs import SPEECH_RATE
 
 from device.audio_file import resample
+from device.sound.playback_timeline import PlaybackTimeline
 
 ACTIVE_DB = -40.0  # 10 ms blocks above this level (dBFS) count as speech when levels are measured
+# The sound card's buffer: what the speaker is handed is heard this much later at least, on top of
+# the path's delay (a 2-period ALSA/PulseAudio output at 20 ms periods).
+DEVICE_BUFFER_MS = 40.0
+# The microphone's gain on the mix: recorded visits peak at -6 dBFS, and an echo 12 dB over them would
+# clip; a kiosk's microphone gain is set for its own loud speaker, so the visitor is quieter than that.
+MIC_GAIN = 10 ** (-12 / 20)
 
 
 @dataclass(frozen=True)
@@ -32,7 +41,7 @@ class EchoPath:
     """How the speaker's sound reaches the microphone."""
 
     echo_db: float = 6.0  # echo level over the visitor's speech level, dB
-    delay_ms: float = 20.0  # from handing samples to the speaker to hearing them (the device's buffer)
+    delay_ms: float = 20.0  # from the sound card's output to the microphone, beyond DEVICE_BUFFER_MS
     rt60_s: float = 0.5  # the hall's reverberation time
     clip: float = 0.7  # the loudspeaker clips above this fraction of full scale (1: no clipping)
     seed: int = 0
@@ -75,7 +84,8 @@ def room_response(rt60_s: float, seed: int) -> np.ndarray:
 class EchoRoom:
     """Mixes the speaker's sound into the microphone's frames."""
 
-    def __init__(self, path: EchoPath, visitor_rms: float, reference_reply: np.ndarray, speaker_rate: int) -> None:
+    def __init__(self, path: EchoPath, visitor_rms: float, reference_reply: np.ndarray, speaker_rate: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """`visitor_rms`: the visitor's speech level (`active_rms`); `reference_reply`: a reply at the
         speaker's rate whose echo is set `path.echo_db` over it."""
         self.path = path
@@ -85,41 +95,36 @@ class EchoRoom:
         if visitor_rms <= 0 or active_rms(reference) <= 0:
             raise InputError("the echo room needs a visitor and a reference reply that are not silent")
         self._gain = visitor_rms * 10 ** (path.echo_db / 20) / active_rms(reference)
-        self._delay = int(path.delay_ms * SPEECH_RATE / 1000)
         self._lock = threading.Lock()
-        self._echo = np.zeros(0, np.float32)  # echo still to be heard, from microphone sample self._position on
-        self._position = 0  # microphone samples captured so far
-        self._next = 0  # microphone sample where the next block played is heard (continuous playback)
+        self._echo = np.zeros(0, np.float32)  # echo still to be heard, from microphone sample `position` on
+        self._timeline = PlaybackTimeline(int((DEVICE_BUFFER_MS + path.delay_ms) * SPEECH_RATE / 1000), clock=clock)
         self._resampler = soxr.ResampleStream(speaker_rate, SPEECH_RATE, 1, dtype="float32")
 
     @property
     def heard_until(self) -> int:
         """Microphone sample at which the last block played stops being heard (its direct sound)."""
-        return self._next
+        return self._timeline.next
 
     @property
     def position(self) -> int:
         """Microphone samples captured so far."""
-        return self._position
+        return self._timeline.captured
 
     def _through_room(self, audio: np.ndarray) -> np.ndarray:
         """16 kHz samples as the microphone hears them from the speaker (at unit gain)."""
         clipped = np.clip(audio, -self.path.clip, self.path.clip)
         return np.convolve(clipped, self._response).astype(np.float32)
 
-    def play(self, samples: np.ndarray) -> None:
-        """Samples handed to the speaker now (at its rate). Played on from the last block if the device
-        has not run dry, else heard from `delay` after now."""
+    def play(self, samples: np.ndarray, fresh: bool = False) -> None:
+        """Samples handed to the speaker now (at its rate), heard where the timeline puts them. The room is
+        the sound card here: it runs dry by the clock, whatever the speaker thinks (`fresh` is not used)."""
         audio = self._resampler.resample_chunk(samples.astype(np.float32))
         if not len(audio):
             return
         echo = self._through_room(audio) * self._gain
-        played = len(audio)
         with self._lock:
-            if self._next < self._position:
-                self._next = self._position + self._delay
-            start = self._next - self._position
-            self._next += played
+            # The resampler holds back its filter's delay: what comes out now was handed that much earlier.
+            start = self._timeline.place(len(audio)) - round(self._resampler.delay()) - self._timeline.captured
             end = start + len(echo)
             if len(self._echo) < end:
                 self._echo = np.concatenate([self._echo, np.zeros(end - len(self._echo), np.float32)])
@@ -131,5 +136,5 @@ class EchoRoom:
         with self._lock:
             echo = np.pad(self._echo[:count], (0, max(0, count - len(self._echo))))
             self._echo = self._echo[count:]
-            self._position += count
-        return (visitor + echo).astype(np.float32)
+            self._timeline.capture(count)
+        return ((visitor + echo) * MIC_GAIN).astype(np.float32)

@@ -33,7 +33,9 @@ class Speaker:
         self._held = threading.Event()
         self._go = threading.Event()  # set when not held: the playback thread waits on it
         self._go.set()
-        self.taps: list[Callable[[np.ndarray], None]] = []  # called with each block handed to the device
+        # Called with each block handed to the device, and whether it starts playback afresh (the device
+        # ran dry before it) or follows the block before it.
+        self.taps: list[Callable[[np.ndarray, bool], None]] = []
         self._idle = threading.Event()
         self._idle.set()
         self._lock = threading.Lock()
@@ -98,7 +100,10 @@ class Speaker:
 
     def _run(self) -> None:
         block = max(1, int(self.sample_rate * BLOCK_SECONDS))
-        while (chunk := self._queue.get()) is not None:
+        while True:
+            fresh = self._queue.empty()  # nothing to play next: the device runs dry before this chunk
+            if (chunk := self._queue.get()) is None:
+                return
             if chunk.index == 0:
                 self._played = 0
             start = 0
@@ -106,20 +111,23 @@ class Speaker:
                 samples = chunk.audio[start:start + block]
                 if self._held.is_set():
                     fade = samples[:max(1, int(self.sample_rate * FADE_SECONDS))]
-                    self._hand(fade * np.linspace(1, 0, len(fade), dtype=np.float32))  # a fade, not a click
+                    self._hand(fade * np.linspace(1, 0, len(fade), dtype=np.float32), fresh)  # a fade, not a click
                     self._go.wait()
+                    fresh = True  # the device ran dry while it waited
                     continue  # the faded block is played again in full on resume
-                self._hand(samples)
+                self._hand(samples, fresh)
+                fresh = False
                 self._played += len(samples)
                 start += len(samples)
             if not self._stop.is_set():
                 self._finished_chunk(chunk.last)
             self._done_one()
 
-    def _hand(self, samples: np.ndarray) -> None:
-        self._write(samples)
+    def _hand(self, samples: np.ndarray, fresh: bool) -> None:
+        """Taps first: a device's write blocks until there is room, by when the block may be playing."""
         for tap in self.taps:
-            tap(samples)
+            tap(samples, fresh)
+        self._write(samples)
 
     def _finished_chunk(self, last: bool) -> None:
         """After a chunk played to its end (devices add trailing silence after the last)."""

@@ -1,0 +1,205 @@
+"""Barge-in: the speaker's hold, the echo room, WebRTC's echo canceller (through the room and through a
+real PulseAudio loop), and the conversation paused, cut or resumed by a visitor talking over it."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engines.model_specs import FRAME, SPEECH_RATE
+
+from device.audio_file import resample
+from device.conversation.visit import bundled_questions
+from device.messages import ReplyChunk
+from device.sound.echo_canceller import EchoCanceller
+from device.sound.echo_room import DEVICE_BUFFER_MS, MIC_GAIN, EchoPath, EchoRoom, active_rms
+from device.sound.speakers import BLOCK_SECONDS, RecordingSpeaker
+import soundfile
+
+from device.conversation.dialogue import Dialogue
+from device.conversation.knowledge import load_knowledge
+from device.settings import DialogueSettings
+from tests.conftest import REPO
+from tests.test_daemon import Daemon, daemons  # noqa: F401 (a fixture)
+from tests.test_sound_devices import pulse  # noqa: F401 (a fixture)
+
+ANSWER = "We are open every day from nine in the morning until six in the evening. On Thursdays we stay open until nine."
+
+
+@pytest.fixture(scope="module")
+def reply(tts) -> np.ndarray:
+    return np.concatenate([c.audio for c in tts.synthesize(ANSWER)])
+
+
+def _chunk(audio: np.ndarray, rate: int) -> ReplyChunk:
+    return ReplyChunk(1, 0, "a reply", audio, rate, 0, (), True)
+
+
+def test_hold_fades_out_waits_and_resume_plays_the_rest():
+    rate = 16000
+    audio = np.full(rate, 0.5, np.float32)
+    speaker = RecordingSpeaker(rate)
+    handed = []
+
+    def tap(samples: np.ndarray, fresh: bool) -> None:
+        handed.append(samples.copy())
+        if len(handed) == 5:
+            speaker.hold()
+
+    speaker.taps.append(tap)
+    speaker.play(_chunk(audio, rate))
+    assert not speaker.wait_idle(0.5) and speaker.held  # it waits, holding the rest
+    block = int(rate * BLOCK_SECONDS)
+    assert speaker.played == 5 * block and len(handed) == 6
+    fade = handed[5]
+    assert fade[0] == pytest.approx(0.5) and fade[-1] == 0 and np.all(np.diff(fade) <= 0)  # a fade, not a click
+    speaker.resume()
+    assert speaker.wait_idle(5)
+    assert speaker.played == rate  # every sample played once (the faded block again, whole)
+    assert np.concatenate(handed[:5] + handed[6:]).size == rate
+    speaker.close()
+
+
+def test_stop_while_held_drops_the_rest():
+    rate = 16000
+    speaker = RecordingSpeaker(rate)
+    speaker.taps.append(lambda samples, fresh: speaker.hold())
+    speaker.play(_chunk(np.full(rate, 0.5, np.float32), rate))
+    assert not speaker.wait_idle(0.3)
+    speaker.stop()
+    assert speaker.wait_idle(2) and not speaker.held
+    assert speaker.played == int(rate * BLOCK_SECONDS)  # the block before the hold, nothing after
+    speaker.close()
+
+
+def _through(room: EchoRoom, canceller: EchoCanceller | None, visitor: np.ndarray, reply: np.ndarray, rate: int):
+    """The reply played in 20 ms blocks, a microphone frame taken every 32 ms of it: (heard, cleaned)."""
+    block = int(rate * BLOCK_SECONDS)
+    played, heard, cleaned = 0, [], []
+    for i in range(len(visitor) // FRAME):
+        due = min((i + 1) * FRAME * rate // SPEECH_RATE, len(reply))
+        while played < due:
+            samples = reply[played:played + block]
+            room.play(samples)
+            if canceller is not None:
+                canceller.played(samples, played == 0)
+            played += len(samples)
+        frame = room.capture(visitor[i * FRAME:(i + 1) * FRAME])
+        heard.append(frame)
+        cleaned.append(canceller.clean(frame) if canceller is not None else frame)
+    return np.concatenate(heard), np.concatenate(cleaned)
+
+
+def test_echo_room_delays_and_sets_the_echo_level(reply, tts):
+    visitor_rms = 0.05
+    path = EchoPath(echo_db=6.0, delay_ms=30.0, rt60_s=0.5)
+    room = EchoRoom(path, visitor_rms, reply, tts.sample_rate, clock=lambda: 0.0)
+    heard, _ = _through(room, None, np.zeros(len(reply) * SPEECH_RATE // tts.sample_rate + SPEECH_RATE, np.float32),
+                        reply, tts.sample_rate)
+    first = int(np.argmax(np.abs(heard) > 1e-3 * np.abs(heard).max()))
+    resampled = resample(reply, tts.sample_rate, SPEECH_RATE)
+    onset = int(np.argmax(np.abs(resampled) > 1e-3 * np.abs(resampled).max()))
+    expected = (DEVICE_BUFFER_MS + path.delay_ms) * SPEECH_RATE / 1000
+    # plus at most 25 ms of the room's own: pyroomacoustics' fractional-delay filters (40 samples),
+    # ~10 cm of flight, and the streaming resampler's start-up (its delay grows to 22 ms over the first blocks)
+    assert expected <= first - onset <= expected + 400
+    assert 20 * np.log10(active_rms(heard / MIC_GAIN) / visitor_rms) == pytest.approx(6.0, abs=1.0)
+
+
+def test_echo_canceller_takes_the_robots_voice_out_of_the_microphone(reply, tts, vad):
+    """Replies through a hall with the echo 12 dB over the visit's level: once AEC3 has found the echo
+    (after the first reply), the VAD hears next to no speech in what the canceller leaves, while it
+    hears it in most of the raw microphone."""
+    rate = tts.sample_rate
+    room = EchoRoom(EchoPath(echo_db=12.0, delay_ms=45.0), 0.075, reply, rate, clock=lambda: 0.0)  # the visit's level
+    canceller = EchoCanceller(rate, clock=lambda: 0.0)
+    silence = np.zeros(len(reply) * SPEECH_RATE // rate + SPEECH_RATE // 2, np.float32)
+    _through(room, canceller, silence, reply, rate)
+    canceller.reset_erle()
+    heard, cleaned = zip(*[_through(room, canceller, silence, reply, rate) for _ in range(3)])
+    raw, left = vad.probabilities(np.concatenate(heard)), vad.probabilities(np.concatenate(cleaned))
+    vad.reset()
+    # Measured: 30-70 dB over most of each reply, but AEC3 lets 1-2 s of every other reply through
+    # nearly whole (1-7 dB), here and live; over three replies that is about 14 dB.
+    assert canceller.erle_db() > 10
+    assert np.mean(raw >= 0.5) > 0.5
+    assert np.mean(left >= 0.5) < 0.05
+
+
+PULSE_LOOP = """
+pcm.robotout { type pulse device "robot" }
+pcm.robotin { type pulse device "robot.monitor" }
+pcm.!default { type asym playback.pcm "robotout" capture.pcm "robotin" }
+ctl.!default { type pulse }
+"""
+
+
+def test_echo_cancelled_on_a_real_sound_path(pulse, tmp_path, reply, tts):  # noqa: F811 (the fixture)
+    """A reply played to a PulseAudio sink and captured from its monitor, each on its own device clock
+    and thread: the far end placed by the playback clock lets AEC3 take the echo out."""
+    (Path(pulse["HOME"]) / ".asoundrc").write_text(PULSE_LOOP)
+    np.save(tmp_path / "reply.npy", np.concatenate([reply, reply]))
+    code = (
+        "import threading, time, numpy as np\n"
+        "from device.messages import ReplyChunk\n"
+        "from device.sound.devices import DeviceSpeaker, Microphone\n"
+        "from device.sound.echo_canceller import EchoCanceller\n"
+        f"reply = np.load({str(tmp_path / 'reply.npy')!r}); rate = {tts.sample_rate}\n"
+        "mic = Microphone('default'); speaker = DeviceSpeaker(rate); canceller = EchoCanceller(rate)\n"
+        "speaker.taps.append(canceller.played)\n"
+        "stop = threading.Event(); heard, cleaned = [], []\n"
+        "for frame in mic.frames(stop):\n"
+        "    if not heard: speaker.play(ReplyChunk(1, 0, 'r', reply, rate, 0, (), True))\n"
+        "    heard.append(frame); cleaned.append(canceller.clean(frame))\n"
+        "    if len(heard) * 512 >= (len(reply) / rate + 0.5) * 16000: stop.set()\n"
+        "speaker.close(); mic.close()\n"
+        "heard, cleaned = np.concatenate(heard), np.concatenate(cleaned)\n"
+        "half = len(heard) // 2\n"  # the second reply: AEC3 has found the echo
+        "power = lambda x: float(np.mean(x.astype(np.float64) ** 2))\n"
+        "print(power(heard[half:]), power(cleaned[half:]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=os.environ | pulse, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    heard, cleaned = map(float, result.stdout.split())
+    assert heard > 1e-4  # the monitor heard the reply
+    # Measured 17-22 dB: the null sink's monitor drifts against the playback by a few ms a second,
+    # which AEC3 follows; without the canceller it is 0 dB.
+    assert 10 * np.log10(heard / cleaned) > 10
+
+
+def test_repeat_that_finishes_a_cut_reply(text_encoder):
+    dialogue = Dialogue(text_encoder, load_knowledge(), DialogueSettings(knowledge="", threshold=0.35))
+    dialogue.answer("When are you open?")
+    dialogue.cut_short("On Thursdays we stay open until nine.")
+    assert dialogue.answer("Can you repeat that?").spoken == "On Thursdays we stay open until nine."
+    assert dialogue.answer("Can you repeat that?").spoken == dialogue.intents["opening_hours"].answer  # then all of it
+
+
+def test_daemon_through_the_echo_room_a_question_cuts_the_reply_and_is_answered(store, tmp_path, daemons):  # noqa: F811
+    """The daemon with file devices, its replies reaching the recorded visit through a hall (+6 dB): a
+    question asked over the opening hours' answer cuts it and gets its own answer; status counts it.
+    ("Mm-hm" over a reply is measured by `bench bargein`: through the canceller at +6 dB it is still
+    often heard as words, e.g. "and then meet him", and then cuts the reply.)"""
+    questions = {q.name: q.audio for q in bundled_questions()}
+    gap = lambda seconds: np.zeros(int(seconds * SPEECH_RATE), np.float32)  # noqa: E731
+    visit = np.concatenate([gap(1.0), questions["02-opening.wav"], gap(2.2), questions["04-tickets.wav"], gap(9.0)])
+    mic = tmp_path / "visit.wav"
+    soundfile.write(mic, visit, SPEECH_RATE)
+    daemon = Daemon(tmp_path, store, mic, extra=["--echo-db", "6"])
+    daemons.append(daemon)
+    daemon.wait_for("READY=1", 90)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and sum(not t["ignored"] for t in daemon.status()["turns"]) < 2:
+        daemon.receive(time.monotonic() + 1)
+    status = daemon.status()
+    heard = [(t["transcript"], t["intent"], t["ignored"], t["interrupted"]) for t in status["turns"]]
+    assert [(t["intent"], t["interrupted"]) for t in status["turns"] if not t["ignored"]] == [
+        ("opening_hours", True), ("tickets", False)], heard
+    assert status["tally"]["barge-in: cut a reply"] == 1
+    assert status["bargein"]["enabled"] and status["bargein"]["erle_db"] > 10
+    assert "barge-in     on (echo canceller webrtc" in daemon.cli("status").stdout
