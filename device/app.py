@@ -82,10 +82,13 @@ class App:
     def conversation(self, make_speaker: Callable[[int], Speaker], build_engines: bool,
                      heartbeat: Callable[[], None] = lambda: None, report: Callable[[str], None] = log.info,
                      observer: Callable[[object], None] = lambda message: None,
-                     settings: Settings | None = None, keep_turns: int | None = KEEP_TURNS) -> Conversation:
+                     settings: Settings | None = None, keep_turns: int | None = KEEP_TURNS,
+                     hears_speaker: bool = False) -> Conversation:
         """A ready conversation; `make_speaker` gets the voice's sample rate. Models start on the CPU
         and move to their TensorRT engines as these are found (or built, with `build_engines`); the
-        knowledge base's answers start synthesizing into the cache in the background."""
+        knowledge base's answers start synthesizing into the cache in the background. `hears_speaker`:
+        the microphone hears the speaker (sound cards, an echo room), so the echo canceller is needed;
+        a recorded visit answered into a file has no echo to cancel."""
         settings = settings or self.settings
         engines = self.engines(build_engines, report, settings)
         tts = catalog.load_tts(self.store, self.threads, variability=settings.tts.variability,
@@ -93,7 +96,7 @@ class App:
         speech = SpeechOut(tts, cache=settings.tts.cache)
         dialogue = self.dialogue(engines, settings)
         speech.prepare([i.answer for i in dialogue.intents.values() if i.answer])
-        bargein, echo = self._echo_canceller(settings.bargein, tts.sample_rate)
+        bargein, echo = self._echo_canceller(settings.bargein, tts.sample_rate) if hears_speaker else (settings.bargein, None)
         return Conversation(catalog.load_vad(self.store, engines=engines), catalog.load_asr(self.store, self.threads, engines),
                             dialogue, speech, make_speaker(tts.sample_rate), settings.endpoint, heartbeat, observer,
                             keep_turns, self._end_of_turn(settings.endpoint, engines), bargein, echo)

@@ -98,7 +98,8 @@ class _EchoRun:
     def __init__(self, app: App, settings, questions: list[Question], level: float, rng: random.Random) -> None:
         self.events: list[tuple[float, object]] = []
         self.conversation = app.conversation(self._speaker, build_engines=False, settings=settings, keep_turns=None,
-                                             observer=lambda m: self.events.append((time.monotonic(), m)))
+                                             observer=lambda m: self.events.append((time.monotonic(), m)),
+                                             hears_speaker=True)
         if self.conversation.echo is None or self.conversation.bargein is None:
             raise InputError("bench bargein needs the echo canceller: set [bargein] echo_canceller = \"webrtc\" "
                              "and install livekit")

@@ -141,7 +141,8 @@ class Daemon:
 
         conversation = self.app.conversation(
             make_speaker, build_engines=True, heartbeat=self.heartbeats.register("turns", STAGE_DEADLINE_S),
-            report=self._progress, observer=self.avatar_inbox.put)
+            report=self._progress, observer=self.avatar_inbox.put,
+            hears_speaker=self.options.speaker is None or self.options.echo is not None)
         self.conversation, self.speaker = conversation, speakers[0]
         self.microphone = microphone
         if self.options.echo is not None:

@@ -51,8 +51,8 @@ class EchoCanceller:
         try:
             from livekit import rtc
         except ImportError as exc:
-            raise EchoCancellerError("echo cancellation needs livekit's audio processing: pip install "
-                                     "'orin-avatar[bargein]' (or set [bargein] echo_canceller = \"none\")") from exc
+            raise EchoCancellerError("echo cancellation needs livekit's audio processing, a dependency of orin-avatar: "
+                                     "pip install livekit==1.2.1 (or set [bargein] echo_canceller = \"none\")") from exc
         self._rtc = rtc
         self._apm = rtc.AudioProcessingModule(echo_cancellation=True, high_pass_filter=True)
         self._resampler = soxr.ResampleStream(speaker_rate, SPEECH_RATE, 1, dtype="float32")
