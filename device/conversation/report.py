@@ -20,6 +20,9 @@ def turn_report(turn: Turn) -> dict:
         "answer": answer.spoken if answer else None,
         "ignored": turn.ignored or None,
         "interrupted": turn.interrupted,
+        "barged_in": turn.barged_in,  # heard over a reply, which it paused
+        "played_s": turn.played_s,  # of the reply, when it was cut
+        "unsaid": turn.unsaid or None,  # what the cut reply did not get to say ("repeat that" says it)
         "utterance_s": round(turn.utterance.seconds, 3),
         "speculative_asr_hit": turn.timings.speculative_hit,
         "reply_chunks": len(turn.chunks),
