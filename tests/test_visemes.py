@@ -30,3 +30,11 @@ def test_synthesized_sentence_opens_and_closes_the_mouth(tts):
     assert {"MBP", "AI", "FV", "L"} <= set(shapes)
     samples = [v.sample for v in timeline]
     assert samples == sorted(samples) and samples[-1] <= len(chunk.audio)
+
+
+def test_a_stress_mark_takes_the_shape_of_the_vowel_it_stresses():
+    # Piper gives the stress mark a duration, and the stressed vowel sounds in it ("wˈɛl...")
+    phonemes = (PhonemeTiming("w", 0, 40), PhonemeTiming("ˈ", 40, 60), PhonemeTiming("ɛ", 100, 30),
+                PhonemeTiming("l", 130, 50))
+    timeline = viseme_timeline(phonemes)
+    assert [(v.sample, v.shape) for v in timeline] == [(0, "WQ"), (40, "E"), (130, "L"), (180, "rest")]

@@ -1,7 +1,10 @@
 """Phonemes to mouth shapes (visemes), timed in speaker samples for the avatar.
 
-Piper's phonemes are espeak-ng IPA split into code points; stress and length marks carry no shape
-of their own and extend the shape before them.
+Piper's phonemes are espeak-ng IPA split into code points; marks carry no shape of their own. Piper
+gives a stress mark (written before its vowel) a duration of its own, and that is where the vowel
+sounds (measured on the synthesized audio: the loud part of "welcome"'s first vowel lies in its
+stress mark's slot), so a stress mark takes the shape of the phoneme after it; a length mark
+extends the one before.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ _GROUPS = {
 }
 _SHAPE_OF = {ch: shape for shape, chars in _GROUPS.items() for ch in chars}
 _SILENT = set("^$_ .,;:!?—-")
+_STRESS = set("ˈˌ")
 
 
 def shape_of(phoneme: str) -> str | None:
@@ -40,12 +44,16 @@ def shape_of(phoneme: str) -> str | None:
 def viseme_timeline(phonemes: tuple[PhonemeTiming, ...], offset: int = 0) -> tuple[Viseme, ...]:
     """Shape changes of a chunk, at `offset` + the phoneme's first sample; ends at rest."""
     timeline: list[Viseme] = []
+    stress_start: int | None = None
     for p in phonemes:
         shape = shape_of(p.phoneme)
+        if p.phoneme in _STRESS and p.length:
+            stress_start = p.start if stress_start is None else stress_start
         if shape is None or p.length == 0:
             continue
+        start, stress_start = (p.start if stress_start is None else stress_start), None
         if not timeline or timeline[-1].shape != shape:
-            timeline.append(Viseme(offset + p.start, shape))
+            timeline.append(Viseme(offset + start, shape))
     if phonemes:
         end = offset + phonemes[-1].start + phonemes[-1].length
         if not timeline or timeline[-1].shape != REST:
