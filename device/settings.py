@@ -150,12 +150,17 @@ class AvatarSettings:
     """[avatar] in the settings file."""
 
     display: str  # window | file | none
+    style: str  # cartoon | portrait
+    portrait: str  # the portrait style's photo
     width: int
     height: int
     fps: float
     background: str
     skin: str
+    hair: str
+    clothes: str
     eyes: str
+    irises: str
     pupils: str
     mouth: str
     lines: str
@@ -163,11 +168,15 @@ class AvatarSettings:
     def __post_init__(self) -> None:
         if self.display not in ("window", "file", "none"):
             raise ValueError(f"display must be window, file or none, got {self.display!r}")
+        if self.style not in ("cartoon", "portrait"):
+            raise ValueError(f"style must be cartoon or portrait, got {self.style!r}")
+        if self.style == "portrait" and not self.portrait:
+            raise ValueError("style \"portrait\" needs portrait = the path of a frontal photo (check it with `orin-avatar avatar check`)")
         if not (160 <= self.width <= 7680 and 120 <= self.height <= 4320):
             raise ValueError(f"width and height must be between 160x120 and 7680x4320, got {self.width}x{self.height}")
         if not 1 <= self.fps <= 120:
             raise ValueError(f"fps must be between 1 and 120, got {self.fps}")
-        for key in ("background", "skin", "eyes", "pupils", "mouth", "lines"):
+        for key in ("background", "skin", "hair", "clothes", "eyes", "irises", "pupils", "mouth", "lines"):
             try:
                 bgr(getattr(self, key))
             except ValueError:

@@ -88,6 +88,9 @@ TEXT_BATCH, TEXT_TOKENS = 16, 256
 MAX_AUDIO = SPEECH_RATE * 16  # an utterance of at most 15 s plus the recogniser's padding
 VAD_STATE = (2, 1, 128)
 
+# The portrait avatar's landmark models run once per photo, at start, and their result is cached: an
+# engine build (minutes on an Orin) would cost more than every call it could ever serve.
+_ONCE_PER_PORTRAIT = "runs once per portrait photo, at start, and its landmarks are cached"
 MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("vad.onnx", {"input": ((1, FRAME + VAD_CONTEXT),) * 3, "state": (VAD_STATE,) * 3},
               min_cosine=0.99, deadline_ms=5, golden=_vad_golden),
@@ -102,6 +105,8 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("asr-decoder.onnx", {}, min_cosine=0.99, deadline_ms=50, golden=dict, extra_files=("asr-tokenizer.bin",),
               cpu_reason="the merged decoder branches on an input (use_cache_branch) and its KV-cache outputs "
                          "change shape from step to step; TensorRT needs a decoder split into its two branches"),
+    ModelSpec("face-mesh.onnx", {}, min_cosine=0.99, deadline_ms=100, golden=dict, cpu_reason=_ONCE_PER_PORTRAIT),
+    ModelSpec("iris.onnx", {}, min_cosine=0.99, deadline_ms=100, golden=dict, cpu_reason=_ONCE_PER_PORTRAIT),
     ModelSpec("tts.onnx", {}, min_cosine=0.99, deadline_ms=600, golden=dict, extra_files=("tts.onnx.json",),
               cpu_reason="Piper's output length depends on the data (NonZero, a duration-driven length) and it "
                          "samples noise (RandomNormalLike), so its output cannot be sized ahead or validated"),

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Callable
 
+import cv2
 import numpy as np
 
 from device.app import App
@@ -83,8 +84,6 @@ def _tts(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
 
 
 def _face(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
-    import cv2
-
     faces = catalog.load_faces(store, threads)
     frame = np.full((720, 1280, 3), 90, np.uint8)
     frame[100:612, 384:896] = cv2.imread(str(SAMPLE_PHOTO))
@@ -102,6 +101,13 @@ def _end_of_turn(store: ModelStore, threads: int) -> tuple[str, Callable[[], obj
     return "8 s window of recorded speech, features included", lambda: detector.probability(audio)
 
 
+def _face_mesh(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
+    mesh, image = catalog.load_face_mesh(store, threads), cv2.imread(str(SAMPLE_PHOTO))
+    face = catalog.load_faces(store, threads).detect(image)[0]
+    return "the bundled photo's face: mesh and both irises", lambda: mesh.landmarks(image, face)
+
+
 # One workload per model of engines.model_specs.MODELS, under its name.
 WORKLOADS = {"vad": _vad, "asr-encoder": _asr_encoder, "asr-decoder": _asr_decoder, "tts": _tts, "face": _face,
-             "text": _text, "end-of-turn": _end_of_turn}
+             "text": _text, "end-of-turn": _end_of_turn,
+             "face-mesh": _face_mesh, "iris": _face_mesh}

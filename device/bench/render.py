@@ -11,8 +11,10 @@ into its own +-100 ms bound and reported +100 ms at correlation 0.35 where the m
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -21,7 +23,7 @@ from engines.errors import InputError
 from device.app import App
 from device.avatar.animator import Avatar
 from device.avatar.display import open_display
-from device.avatar.renderer import Colours, Renderer
+from device.avatar.styles import Style, open_style
 from device.conversation.visemes import viseme_timeline
 from device.models import catalog
 
@@ -29,8 +31,9 @@ SENTENCE = "Welcome to the visitor centre! The main hall is straight ahead, and 
 MAX_LAG_MS = 150  # beyond this the syllable rhythm (about 5 a second) lines up again
 
 
-def measure_render(app: App, seconds: float) -> dict:
-    """Render a synthesized reply at the configured size and rate for `seconds`."""
+def measure_render(app: App, seconds: float, portrait: Path | None = None) -> dict:
+    """Render a synthesized reply at the configured size and rate for `seconds`, in the configured
+    style or as the portrait of `portrait`."""
     if seconds <= 0:
         raise InputError("--seconds must be above 0")
     tts = catalog.load_tts(app.store, variability=0.0)
@@ -39,11 +42,14 @@ def measure_render(app: App, seconds: float) -> dict:
         visemes += viseme_timeline(chunk.phonemes, sum(len(a) for a in audio))
         audio.append(chunk.audio)
     audio.append(np.zeros(tts.sample_rate // 2, np.float32))
-    return measure(app.settings.avatar, np.concatenate(audio), tuple(visemes), tts.sample_rate, seconds)
+    settings = app.settings.avatar
+    if portrait is not None:
+        settings = dataclasses.replace(settings, style="portrait", portrait=str(portrait))
+    renderer = open_style(settings, app.store, app.threads)
+    return measure(settings, renderer, np.concatenate(audio), tuple(visemes), tts.sample_rate, seconds)
 
 
-def measure(settings, audio: np.ndarray, visemes: tuple, rate: int, seconds: float) -> dict:
-    renderer = Renderer(settings.width, settings.height, Colours.of(settings))
+def measure(settings, renderer: Style, audio: np.ndarray, visemes: tuple, rate: int, seconds: float) -> dict:
     sink = open_display(settings.display if settings.display != "file" else "none", settings.width, settings.height, settings.fps)
     avatar = Avatar()
     period = 1 / settings.fps
@@ -63,7 +69,7 @@ def measure(settings, audio: np.ndarray, visemes: tuple, rate: int, seconds: flo
     sink.close()
     lag_ms, correlation = mouth_lag(np.array(opens), np.array(playing), audio, rate)
     print(f"rendered {frames} frames", file=sys.stderr)
-    return {"width": settings.width, "height": settings.height, "display": sink.name, "target_fps": settings.fps,
+    return {"style": settings.style, "width": settings.width, "height": settings.height, "display": sink.name, "target_fps": settings.fps,
             "fps": round(frames / wall, 2), "cpu_ms_per_frame": round(cpu / frames * 1000, 3),
             "cpu_percent_of_one_core": round(cpu / wall * 100, 1),
             "av_offset_ms": lag_ms, "av_correlation": round(correlation, 3)}

@@ -51,6 +51,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     render = kinds.add_parser("render", help="avatar fps, CPU per frame and A/V offset")
     render.add_argument("--seconds", type=float, default=10.0, help="how long to render (default 10)")
+    render.add_argument("--portrait", type=Path, metavar="PHOTO", help="the portrait style with this photo (default: the settings' style)")
     render.add_argument("--json", action="store_true", help="print JSON")
     render.set_defaults(run=_render)
 
@@ -135,11 +136,11 @@ def _pauses(app: App, args: argparse.Namespace) -> int:
 
 
 def _render(app: App, args: argparse.Namespace) -> int:
-    report = measure_render(app, args.seconds)
+    report = measure_render(app, args.seconds, args.portrait)
     if args.json:
         print_json(report)
         return 0
-    print(f"{report['width']}x{report['height']} to {report['display']}: {report['fps']:.1f} fps "
+    print(f"{report['style']} at {report['width']}x{report['height']} to {report['display']}: {report['fps']:.1f} fps "
           f"(target {report['target_fps']:.0f}), {report['cpu_ms_per_frame']:.2f} ms CPU per frame, "
           f"{report['cpu_percent_of_one_core']:.1f}% of one core; mouth-to-sound offset "
           f"{report['av_offset_ms']:+.0f} ms (correlation {report['av_correlation']:.2f})")

@@ -15,7 +15,7 @@ from device.app import App
 from device.audio_file import write_wav
 from device.avatar.display import VideoFileSink
 from device.avatar.playback import render_replies
-from device.avatar.renderer import Colours, Renderer
+from device.avatar.styles import open_style
 from device.commands.context import print_json
 from device.conversation.report import turn_report, print_turn_table
 from device.conversation.visit import bundled_questions, play_visit
@@ -36,10 +36,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     demo.set_defaults(run=_demo)
 
 
-def _avatar_video(settings, turns, path: Path) -> list[Path]:
+def _avatar_video(app: App, turns, path: Path) -> list[Path]:
     """The avatar speaking every answer, lip-synced, with the answers' audio muxed in."""
-    avatar = settings.avatar
-    renderer = Renderer(avatar.width, avatar.height, Colours.of(avatar))
+    avatar = app.settings.avatar
+    renderer = open_style(avatar, app.store, app.threads)
     sink = VideoFileSink(path, avatar.width, avatar.height, avatar.fps)
     replies = [(t.reply_audio, tuple(v for c in t.chunks for v in c.visemes), t.chunks[0].sample_rate)
                for t in turns if t.chunks]
@@ -97,7 +97,7 @@ def _demo(app: App, args: argparse.Namespace) -> int:
     (out / "latency.json").write_text(json.dumps({"threads": threads, "hangover_ms": settings.endpoint.hangover_ms,
                                                    "turns": turns}, indent=2) + "\n")
     print_turn_table(turns, expected=[q.intent for q in questions])
-    video = _avatar_video(settings, conversation.turns, out / "avatar.mp4")
+    video = _avatar_video(app, conversation.turns, out / "avatar.mp4")
     print(f"wrote {out}/latency.json, {out}/replies.wav, one reply-N.wav per answer and {', '.join(str(p) for p in video)}")
     fits = len(turns) == len(questions) and all(t["intent"] == q.intent for t, q in zip(turns, questions))
     return 0 if fits else 1

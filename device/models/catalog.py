@@ -10,6 +10,7 @@ from engines.store.model_store import ModelStore
 
 from device.models.asr import SpeechRecognizer
 from device.models.end_of_turn import EndOfTurnDetector
+from device.models.face_mesh import FaceMesh
 from device.models.faces import FaceDetector
 from device.models.text_encoder import TextEncoder
 from device.models.tts import SpeechSynthesizer
@@ -38,6 +39,10 @@ def load_end_of_turn(store: ModelStore, threads: int = 1, threshold: float = 0.5
 
 def load_faces(store: ModelStore, threads: int = 1, engines=None) -> FaceDetector:
     return FaceDetector(open_runner(store, "face", threads, engines))
+
+
+def load_face_mesh(store: ModelStore, threads: int = 1) -> FaceMesh:
+    return FaceMesh(open_runner(store, "face-mesh", threads), open_runner(store, "iris", threads))
 
 
 def load_text(store: ModelStore, threads: int = 1, engines=None) -> TextEncoder:

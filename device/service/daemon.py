@@ -30,6 +30,7 @@ from device.audio_file import read_audio
 from device.avatar.animator import Avatar, State
 from device.avatar.display import NullSink, open_display
 from device.avatar.renderer import Colours, Renderer
+from device.avatar.styles import Style, open_style
 from device.conversation.report import turn_report
 from device.conversation.turn_loop import Conversation
 from device.conversation.visit import MicrophoneClock
@@ -179,6 +180,14 @@ class Daemon:
         log.info("replies reach the microphone through an echo room: %s", self.options.echo)
         return room
 
+    def _style(self, settings) -> Style:
+        """The configured style; a portrait that cannot be used leaves the drawn character, with the reason."""
+        try:
+            return open_style(settings, self.app.store)
+        except OrinAvatarError as error:
+            log.error("%s; showing the drawn character instead", error)
+            return Renderer(settings.width, settings.height, Colours.of(settings))
+
     def _display_loop(self, settings, avatar: Avatar) -> None:
         """The main thread: the avatar at its frame rate (OpenCV windows belong to the main thread),
         and reloads. The avatar is changed here only: the other threads send it messages. A display
@@ -186,7 +195,7 @@ class Daemon:
         sink = open_display(settings.display, settings.width, settings.height, settings.fps,
                             path=state_home() / "avatar.mp4" if settings.display == "file" else None)
         self.display = sink.name
-        renderer = Renderer(settings.width, settings.height, Colours.of(settings)) if sink.name != "null" else None
+        renderer = self._style(settings) if sink.name != "null" else None
         started, period = time.monotonic(), 1 / settings.fps
         beat = self.heartbeats.register("display", STAGE_DEADLINE_S)  # a hung display or reload stops the watchdog
         while not self.stop.wait(period if renderer else 0.2):

