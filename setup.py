@@ -24,7 +24,8 @@ setup(
         "onnxruntime>=1.18",
         "onnx>=1.16",
         "onnxscript>=0.2",
-        "opencv-python>=4.8",
+        "opencv-python>=4.10",  # cv2.WARP_RELATIVE_MAP (the portrait avatar's warp)
+        "scipy>=1.10",  # griddata: the portrait's motion fields, once at start
         "pyaudio>=0.2.13",
         "systemd-python>=235",
         "piper-tts==1.8.0",  # espeak-ng phonemizer of the voice (GPL-3.0, used as a separate library)

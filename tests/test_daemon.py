@@ -271,3 +271,32 @@ def test_sigterm_while_the_speech_cache_is_being_prepared(store, tmp_path, daemo
     code, seconds, stderr = daemon.stop()
     assert code == 0 and seconds < 10, stderr[-2000:]
     assert "terminate called" not in stderr
+
+
+@pytest.mark.parametrize("photo, shown", [("usable", "portrait"), ("two faces", "cartoon (found 2 faces in the portrait")])
+def test_the_portrait_style_or_the_drawn_character_with_the_reason(store, tmp_path, daemons, photo, shown):
+    import cv2
+
+    from device.bundled import SAMPLE_PHOTO
+    from tests.conftest import skimage_bgr
+
+    portrait = tmp_path / "portrait.png"
+    astronaut = cv2.imread(str(SAMPLE_PHOTO))
+    cv2.imwrite(str(portrait), astronaut if photo == "usable" else np.hstack([astronaut, skimage_bgr("camera")]))
+    config = tmp_path / "orin-avatar.toml"
+    config.write_text(f'[avatar]\ndisplay = "file"\nstyle = "portrait"\nportrait = "{portrait}"\nwidth = 640\nheight = 360\n')
+    daemon = Daemon(tmp_path, store, _visit(tmp_path / "visit.wav", [3.0]), config)
+    daemons.append(daemon)
+    daemon.wait_for("READY=1", 60)
+    deadline = time.monotonic() + 20
+    while daemon.status()["avatar"] == "none" and time.monotonic() < deadline:
+        daemon.receive(time.monotonic() + 0.5)
+    assert daemon.status()["avatar"].startswith(shown)
+    code, _, stderr = daemon.stop()
+    assert code == 0 and ("showing the drawn character instead" in stderr) == (photo != "usable")
+    video = cv2.VideoCapture(str(daemon.home / "avatar.mp4"))
+    ok, frame = video.read()
+    assert ok
+    # the character stands on the settings' flat background (#1b2a41), the portrait on its photo's
+    background = np.abs(frame.astype(int) - (0x41, 0x2a, 0x1b)).max(-1) <= 12
+    assert (background.mean() < 0.05 if photo == "usable" else background.mean() > 0.3), background.mean()

@@ -121,6 +121,7 @@ class Daemon:
         self.last_reload = ""
         self.conversation: Conversation | None = None
         self.display = "starting"
+        self.avatar_style = "none"  # what the display shows: cartoon, portrait, or why not the portrait
         self.camera = None
         self.perception = None
 
@@ -183,9 +184,12 @@ class Daemon:
     def _style(self, settings) -> Style:
         """The configured style; a portrait that cannot be used leaves the drawn character, with the reason."""
         try:
-            return open_style(settings, self.app.store)
+            style = open_style(settings, self.app.store)
+            self.avatar_style = settings.style
+            return style
         except OrinAvatarError as error:
             log.error("%s; showing the drawn character instead", error)
+            self.avatar_style = f"cartoon ({error})"
             return Renderer(settings.width, settings.height, Colours.of(settings))
 
     def _display_loop(self, settings, avatar: Avatar) -> None:
@@ -321,6 +325,7 @@ class Daemon:
             "devices": {"microphone": self.microphone.state,
                         "speaker": f"file {self.options.speaker}" if self.options.speaker else self.speaker.state,
                         "camera": self.camera.state if self.camera else "none", "display": self.display},
+            "avatar": self.avatar_style,
             "heartbeats_s": self.heartbeats.ages(), "hung_stages": self.heartbeats.stale(),
             "knowledge": {"intents": len(conversation.dialogue.intents), "last_reload": self.last_reload},
             "tally": conversation.tally(),
