@@ -33,7 +33,7 @@ IRIS_RING_SIZE = (1.25, 0.9)  # in iris radii: just outside its visible sides, i
 # Full-strength motions, as fractions of the face's height (forehead to chin).
 JAW_DROP = 0.10  # the lower lip and chin at open = 1
 UPPER_LIP_RISE = 0.012
-SPREAD = 0.25  # lip corners out, per unit of width above 1 (of the mouth's half-width)
+SPREAD = 0.25  # at full spread the lips move out by this share of their distance from the middle
 ROUND_NARROW = 0.35  # lips drawn to the middle when rounded (of their distance from it)
 ROUND_POUT = 0.012  # rounded lips pushed out, seen as fuller lips
 BROW_RISE = 0.035

@@ -20,8 +20,8 @@ import numpy as np
 from engines.errors import InputError
 from engines.store.model_store import ModelStore, state_home
 
-from device.avatar.face_rig import (BROWS, EYES_LOWER, EYES_UPPER, LIPS_INNER_LOWER, LIPS_INNER_UPPER, MOTIONS, FaceRig,
-                                   build_rig, face_height)
+from device.avatar.face_rig import (BROWS, EYES_LOWER, EYES_UPPER, HEAD_SHIFT, LIPS_INNER_LOWER, LIPS_INNER_UPPER, MOTIONS,
+                                   FaceRig, build_rig, face_height)
 from device.avatar.mouths import REST
 from device.avatar.renderer import Pose
 from device.models import catalog
@@ -97,19 +97,18 @@ class PortraitRenderer:
         self.width, self.height = width, height
         fit = _fit(landmarks.points, width, height)
         self._frame = cv2.warpAffine(photo, fit, (width, height), flags=cv2.INTER_CUBIC, borderMode=cv2.BORDER_REPLICATE)
-        place = lambda p: p @ fit[:, :2].T + fit[:, 2]  # noqa: E731
-        self.rig: FaceRig = build_rig(place(landmarks.points), place(landmarks.irises), landmarks.iris_radius * fit[0, 0],
-                                      height, (width, height))
+        points, irises = (p @ fit[:, :2].T + fit[:, 2] for p in (landmarks.points, landmarks.irises))
+        self.rig: FaceRig = build_rig(points, irises, landmarks.iris_radius * fit[0, 0], height, (width, height))
         self._out = self._frame.copy()
         self._lid_colours = [_lid_colour(self._frame, self.rig.rest, eye) for eye in range(2)]
 
     def weights(self, pose: Pose) -> np.ndarray:
         """The rig's motions for a pose, in MOTIONS order."""
         mouth = pose.mouth
-        unit = 0.01  # the sway fields move the head by 1% of the frame's height
-        values = {"open": mouth.open, "spread": max(0.0, mouth.width - REST.width) / 0.25 - max(0.0, REST.width - mouth.width) / 0.4,
-                  "round": mouth.round, "brows": pose.brows,
-                  "gaze_x": pose.gaze[0], "gaze_y": pose.gaze[1], "sway_x": pose.sway[0] / unit, "sway_y": pose.sway[1] / unit}
+        spread = mouth.width - REST.width  # the mouths' widest (+0.2) spreads fully, their narrowest (-0.4) narrows as much
+        values = {"open": mouth.open, "spread": spread / (0.2 if spread > 0 else 0.4), "round": mouth.round,
+                  "brows": pose.brows, "gaze_x": pose.gaze[0], "gaze_y": pose.gaze[1],
+                  "sway_x": pose.sway[0] / HEAD_SHIFT, "sway_y": pose.sway[1] / HEAD_SHIFT}
         return np.array([values[m] for m in MOTIONS], np.float32)
 
     def render(self, pose: Pose) -> np.ndarray:
