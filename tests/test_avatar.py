@@ -15,7 +15,7 @@ from device.avatar.animator import Avatar, State
 from device.avatar.mouths import LEAD_S, mouth_at
 from device.avatar.renderer import Colours, Renderer
 from device.bench.render import MAX_LAG_MS, mouth_lag
-from device.conversation.visemes import viseme_timeline
+from device.conversation.visemes import spoken_with_visemes, viseme_timeline
 from device.settings import load_settings
 from tests.conftest import REPO, run_cli
 
@@ -168,16 +168,8 @@ def test_bench_render_reports_fps_cpu_and_av_offset():
     assert abs(report["av_offset_ms"]) <= MAX_LAG_MS and report["av_correlation"] > 0
 
 
-def _reply(tts, text: str) -> tuple[np.ndarray, tuple]:
-    audio, visemes = [], []
-    for chunk in tts.synthesize(text):
-        visemes += viseme_timeline(chunk.phonemes, sum(len(a) for a in audio))
-        audio.append(chunk.audio)
-    return np.concatenate(audio), tuple(visemes)
-
-
 def test_the_offset_estimator_finds_a_known_shift_of_the_sound(tts):
-    audio, _ = _reply(tts, "Lost property is kept at the information desk for thirty days.")
+    audio, _ = spoken_with_visemes(tts, "Lost property is kept at the information desk for thirty days.")
     rate, frames = tts.sample_rate, np.arange(0.1, len(audio) / tts.sample_rate - 0.1, 1 / 30)
     for shift_ms in (60, -40):  # a "mouth" that is the sound's own envelope, late or early
         playing = (frames * rate).astype(int)
@@ -189,7 +181,7 @@ def test_the_offset_estimator_finds_a_known_shift_of_the_sound(tts):
 
 def test_the_mouth_is_within_40_ms_of_the_sound(tts):
     """On the playback clock, frame by frame at 30 fps, through the animator's smoothing."""
-    audio, visemes = _reply(tts, "The cafe is on the first floor, next to the shop. We open at nine.")
+    audio, visemes = spoken_with_visemes(tts, "The cafe is on the first floor, next to the shop. We open at nine.")
     avatar, played = Avatar(), [0]
     avatar.speak(visemes, tts.sample_rate, lambda: played[0])
     opens, playing = [], []

@@ -26,7 +26,7 @@ ANSWER = "We are open every day from nine in the morning until six in the evenin
 
 @pytest.fixture(scope="module")
 def reply(tts) -> np.ndarray:
-    return np.concatenate([c.audio for c in tts.synthesize(ANSWER)])
+    return tts.say(ANSWER)
 
 
 def _chunk(audio: np.ndarray, rate: int) -> ReplyChunk:

@@ -16,7 +16,7 @@ def test_bench_turn_on_a_directory_of_recorded_and_synthesized_questions(tmp_pat
     # A real recording at 44.1 kHz stereo, and a synthesized question at 22.05 kHz mono.
     phrase = resample(np.concatenate([np.zeros(4000, np.float32), beckett[:int(1.5 * 16000)]]), 16000, 44100)
     soundfile.write(questions / "a-recorded.wav", np.stack([phrase, phrase], axis=1), 44100)
-    asked = np.concatenate([c.audio for c in tts.synthesize("Is there a cafe in the building?")]) * 0.5
+    asked = tts.say("Is there a cafe in the building?") * 0.5
     soundfile.write(questions / "b-synthesized.wav", np.concatenate([np.zeros(6000, np.float32), asked]), 22050)
     (questions / "notes.txt").write_text("not audio, ignored")
 
@@ -53,9 +53,9 @@ def test_bench_turn_refuses_an_empty_directory(tmp_path):
 def test_bench_turn_with_an_llm_reports_its_time_to_first_word(tmp_path, tts, llm_line):
     questions = tmp_path / "open"
     questions.mkdir()
-    asked = np.concatenate([c.audio for c in tts.synthesize("Who painted the Mona Lisa?")]) * 0.5
+    asked = tts.say("Who painted the Mona Lisa?") * 0.5
     soundfile.write(questions / "mona-lisa.wav", np.concatenate([np.zeros(6000, np.float32), asked]), 22050)
-    asked = np.concatenate([c.audio for c in tts.synthesize("Is there a cafe in the building?")]) * 0.5
+    asked = tts.say("Is there a cafe in the building?") * 0.5
     soundfile.write(questions / "cafe.wav", np.concatenate([np.zeros(6000, np.float32), asked]), 22050)
     report_path, config = tmp_path / "report.json", tmp_path / "orin-avatar.toml"
     config.write_text("[llm]\nfirst_token_s = 10.0\n")  # this 2-core CPU reads a grounded prompt in 1-2 s

@@ -16,7 +16,7 @@ from tests.conftest import run_cli
 
 
 def spoken(tts, text: str) -> np.ndarray:
-    audio = np.concatenate([c.audio for c in tts.synthesize(text)])
+    audio = tts.say(text)
     return np.concatenate([np.zeros(4000, np.float32), resample(audio, tts.sample_rate, 16000) * 0.5])
 
 

@@ -73,8 +73,7 @@ def test_the_wrapper_gives_the_models_probability_of_the_last_8_s(detector, stor
 def test_the_turn_records_the_verdict_and_the_hangover_it_chose(make_conversation, detector, tts):
     from device.audio_file import resample
 
-    audio = resample(np.concatenate([c.audio for c in tts.synthesize("How much is a ticket for a student?")]),
-                     tts.sample_rate, 16000)
+    audio = resample(tts.say("How much is a ticket for a student?"), tts.sample_rate, 16000)
     # A fixed hangover of 900 ms leaves the model time even on a loaded machine: the verdict decides.
     endpoint = dataclasses.replace(ENDPOINT, hangover_ms=900)
     conversation = make_conversation(endpoint=endpoint, end_of_turn=detector)
@@ -95,7 +94,7 @@ def test_a_failing_model_leaves_the_fixed_hangover_and_says_so(make_conversation
     from device.audio_file import resample
 
     broken = EndOfTurnDetector(vad.runner)  # the VAD's runner: the wrong model for these inputs, so it fails
-    audio = resample(np.concatenate([c.audio for c in tts.synthesize("Where are the restrooms?")]), tts.sample_rate, 16000)
+    audio = resample(tts.say("Where are the restrooms?"), tts.sample_rate, 16000)
     conversation = make_conversation(endpoint=ENDPOINT, end_of_turn=broken)
     with caplog.at_level(logging.ERROR):
         play_visit(conversation, [Question(np.concatenate([np.zeros(8000, np.float32), audio]), "restrooms")], realtime=True)

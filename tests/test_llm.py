@@ -8,7 +8,6 @@ import re
 import threading
 import time
 
-import numpy as np
 import pytest
 
 from device.conversation.dialogue import Dialogue
@@ -48,7 +47,7 @@ def test_the_first_sentence_reaches_the_speaker_before_the_server_has_finished(t
                              system_prompt="You are a museum guide. Answer with five full sentences.")
     conversation = make_conversation(dialogue=dialogue)
     question = "Tell me about the history of bicycles."
-    audio = np.concatenate([c.audio for c in tts.synthesize(question)])
+    audio = tts.say(question)
     play_visit(conversation, [Question(resample(audio, tts.sample_rate, SPEECH_RATE), "bicycles")], realtime=True)
     turn = conversation.turns[-1]
     assert turn.answer.source == "llm", turn.transcript

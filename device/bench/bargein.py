@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import threading
 import time
 from typing import Callable
 
@@ -32,7 +31,7 @@ from device.bench.stats import percentiles_ms
 from device.conversation.visit import MicrophoneClock, Question, bundled_questions
 from device.messages import ReplyPaused, ReplyResumed
 from device.models.voices import VOICES, load_voices, speak
-from device.sound.echo_room import EchoPath, EchoRoom, active_rms
+from device.sound.echo_room import BLOCK, EchoPath, EchoRoom, active_rms, block_power
 from device.sound.speakers import RecordingSpeaker
 
 ECHO_LEVELS_DB = (0.0, 6.0, 12.0)
@@ -104,7 +103,8 @@ class _EchoRun:
             raise InputError("bench bargein needs the echo canceller: set [bargein] echo_canceller = \"webrtc\" "
                              "and install livekit")
         visitor = float(np.median([active_rms(q.audio) for q in questions]))
-        reference = np.concatenate([c.audio for c in self.conversation.speech.chunks(0, [self.conversation.dialogue.answer(questions[1].text).text], threading.Event())])
+        dialogue = self.conversation.dialogue  # the reference answer, taken without a turn in the visit's memory
+        reference = self.conversation.speech.audio_of(dialogue.intents[questions[1].intent].answer)
         path = EchoPath(echo_db=level, delay_ms=round(rng.uniform(5, 60)), seed=rng.randrange(1000))
         self.room = EchoRoom(path, visitor, reference, self.speaker.sample_rate)
         self.plays: list[tuple[float, int, int]] = []  # per block: when, microphone sample heard until, position then
@@ -205,6 +205,5 @@ class _EchoRun:
 
 def _speech_onset(audio: np.ndarray) -> int:
     """First sample of the first 10 ms block of `audio` within 30 dB of its loudest block."""
-    block = SPEECH_RATE // 100
-    power = np.mean(audio[: len(audio) // block * block].reshape(-1, block) ** 2, axis=1)
-    return int(np.argmax(power > power.max() * 1e-3)) * block
+    power = block_power(audio)
+    return int(np.argmax(power > power.max() * 1e-3)) * BLOCK

@@ -24,7 +24,7 @@ from device.app import App
 from device.avatar.animator import Avatar
 from device.avatar.display import open_display
 from device.avatar.styles import Style, open_style
-from device.conversation.visemes import viseme_timeline
+from device.conversation.visemes import spoken_with_visemes
 from device.models import catalog
 
 SENTENCE = "Welcome to the visitor centre! The main hall is straight ahead, and the cafe is upstairs."
@@ -37,16 +37,13 @@ def measure_render(app: App, seconds: float, portrait: Path | None = None) -> di
     if seconds <= 0:
         raise InputError("--seconds must be above 0")
     tts = catalog.load_tts(app.store, variability=0.0)
-    audio, visemes = [], []
-    for chunk in tts.synthesize(SENTENCE):
-        visemes += viseme_timeline(chunk.phonemes, sum(len(a) for a in audio))
-        audio.append(chunk.audio)
-    audio.append(np.zeros(tts.sample_rate // 2, np.float32))
+    audio, visemes = spoken_with_visemes(tts, SENTENCE)
     settings = app.settings.avatar
     if portrait is not None:
         settings = dataclasses.replace(settings, style="portrait", portrait=str(portrait))
     renderer = open_style(settings, app.store, app.threads)
-    return measure(settings, renderer, np.concatenate(audio), tuple(visemes), tts.sample_rate, seconds)
+    silence = np.zeros(tts.sample_rate // 2, np.float32)
+    return measure(settings, renderer, np.concatenate([audio, silence]), visemes, tts.sample_rate, seconds)
 
 
 def measure(settings, renderer: Style, audio: np.ndarray, visemes: tuple, rate: int, seconds: float) -> dict:

@@ -71,7 +71,7 @@ def _visit(app: App, work: Path) -> Path:
     for question in questions:
         pieces += [question.audio, gap]
     tts = catalog.load_tts(app.store, app.threads, variability=0.0)
-    stop = resample(np.concatenate([c.audio for c in tts.synthesize("Stop talking.")]), tts.sample_rate, SPEECH_RATE)
+    stop = resample(tts.say("Stop talking."), tts.sample_rate, SPEECH_RATE)
     pieces += [questions[3].audio, np.zeros(int(1.5 * SPEECH_RATE), np.float32), 0.5 * stop, gap]
     path = work / "visit.wav"
     write_wav(path, np.concatenate(pieces), SPEECH_RATE)

@@ -7,8 +7,6 @@ import dataclasses
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from engines.errors import InputError
 
 from device.app import App
@@ -18,7 +16,7 @@ from device.avatar.playback import render_replies
 from device.avatar.portrait import read_photo
 from device.avatar.styles import open_style
 from device.commands.context import print_json
-from device.conversation.visemes import viseme_timeline
+from device.conversation.visemes import spoken_with_visemes
 from device.conversation.visit import bundled_questions
 from device.models import catalog
 
@@ -64,11 +62,7 @@ def _preview(app: App, args: argparse.Namespace) -> int:
     dialogue, tts = app.dialogue(), catalog.load_tts(app.store, app.threads)
     replies = []
     for question in bundled_questions()[:args.answers]:
-        audio, visemes = [], []
-        for chunk in tts.synthesize(" ".join(dialogue.answer(question.text).sentences())):
-            visemes += viseme_timeline(chunk.phonemes, sum(len(a) for a in audio))
-            audio.append(chunk.audio)
-        replies.append((np.concatenate(audio), tuple(visemes), tts.sample_rate))
+        replies.append((*spoken_with_visemes(tts, " ".join(dialogue.answer(question.text).sentences())), tts.sample_rate))
     sink = VideoFileSink(args.out, settings.width, settings.height, settings.fps)
     print(f"rendering {len(replies)} answers...", file=sys.stderr, flush=True)
     written = sink.close(render_replies(replies, renderer, sink, settings.fps), tts.sample_rate)

@@ -29,12 +29,17 @@ _CLAUSE_END = re.compile(r"(?<=[,;:])\s+")
 _UNSPEAKABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # control characters (a NUL kills espeak)
 
 
+def whole_sentences(text: str) -> list[str]:
+    """The sentences of `text` that have a word in them."""
+    return [s for s in (part.strip() for part in _SENTENCE_END.split(text)) if any(c.isalnum() for c in s)]
+
+
 def split_sentences(text: str) -> list[str]:
     """Speakable pieces of `text`: sentences, long ones cut into clauses or runs of words of at most
     MAX_WORDS_PER_CHUNK, control characters removed, overlong "words" shortened."""
     text = _UNSPEAKABLE.sub(" ", text)
     pieces = []
-    for sentence in (part.strip() for part in _SENTENCE_END.split(text)):
+    for sentence in whole_sentences(text):
         for clause in _CLAUSE_END.split(sentence) if len(sentence.split()) > MAX_WORDS_PER_CHUNK else [sentence]:
             words = [w[:MAX_WORD_CHARS] for w in clause.split()]
             pieces += [" ".join(words[i:i + MAX_WORDS_PER_CHUNK]) for i in range(0, len(words), MAX_WORDS_PER_CHUNK)]
@@ -51,6 +56,10 @@ class SpeechOut:
         self._preparing: threading.Thread | None = None
         self._stop_preparing = threading.Event()
         self._keep: frozenset[str] = frozenset()  # the sentences worth caching: the knowledge base's answers
+
+    def audio_of(self, text: str) -> np.ndarray:
+        """All of an answer as the speaker would play it (the echo room's level reference)."""
+        return np.concatenate([c.audio for c in self.chunks(0, [text], threading.Event())])
 
     def chunks(self, turn: int, texts: Iterable[str], cancelled: threading.Event) -> Iterator[ReplyChunk]:
         """Sentence chunks of `texts` (a whole answer, or an LLM's sentences as they stream in), each

@@ -14,6 +14,7 @@ import unicodedata
 from typing import Iterator
 
 from device.conversation.llm import LlmCancelled, LlmCut
+from device.conversation.speech_out import whole_sentences
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ class SpokenReply:
                     if (kept := self._hand_out(sentence)) is None:
                         return
                     yield kept
-            for sentence in _sentences(speakable(pending)):  # the stream's end closes its last sentence
+            for sentence in whole_sentences(speakable(pending)):  # the stream's end closes its last sentence
                 if (kept := self._hand_out(sentence)) is None:
                     return
                 yield kept
@@ -103,16 +104,13 @@ def _split_complete(text: str) -> tuple[list[str], str]:
         lines, text = text.rsplit("\n", 1)
         if lines.count("```") % 2:  # inside a code block: wait for its end
             return [], lines + "\n" + text
-        complete = [s for line in _CODE.sub(" ", lines).split("\n") for s in _sentences(speakable(line))]
+        complete = [s for line in _CODE.sub(" ", lines).split("\n") for s in whole_sentences(speakable(line))]
     bullet = _BULLET.match(text)
     start = bullet.end() if bullet else 0
     ends = list(_SENTENCE_END.finditer(text, start))
     if ends and "```" not in text:
         cut = ends[-1].end()
-        complete += _sentences(speakable(text[:cut]))
+        complete += whole_sentences(speakable(text[:cut]))
         text = text[cut:]
     return complete, text
 
-
-def _sentences(text: str) -> list[str]:
-    return [s for s in (part.strip() for part in re.split(r"(?<=[.!?])\s+", text)) if any(c.isalnum() for c in s)]

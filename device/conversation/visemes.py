@@ -9,8 +9,10 @@ extends the one before.
 
 from __future__ import annotations
 
+import numpy as np
+
 from device.messages import Viseme
-from device.models.tts import PhonemeTiming
+from device.models.tts import PhonemeTiming, SpeechSynthesizer
 
 REST = "rest"
 SHAPES = ("rest", "AI", "E", "I", "O", "U", "WQ", "MBP", "FV", "TH", "L", "S", "CONS")
@@ -59,3 +61,13 @@ def viseme_timeline(phonemes: tuple[PhonemeTiming, ...], offset: int = 0) -> tup
         if not timeline or timeline[-1].shape != REST:
             timeline.append(Viseme(end, REST))
     return tuple(timeline)
+
+
+def spoken_with_visemes(tts: SpeechSynthesizer, text: str) -> tuple[np.ndarray, tuple[Viseme, ...]]:
+    """All of `text` synthesized, sentence after sentence, and its mouth shapes on the one timeline."""
+    audio: list[np.ndarray] = []
+    visemes: list[Viseme] = []
+    for chunk in tts.synthesize(text):
+        visemes += viseme_timeline(chunk.phonemes, sum(len(a) for a in audio))
+        audio.append(chunk.audio)
+    return (np.concatenate(audio) if audio else np.zeros(0, np.float32)), tuple(visemes)

@@ -78,6 +78,10 @@ class SpeechSynthesizer:
         for phonemes in sentences:
             yield self.synthesize_phonemes(phonemes, text)
 
+    def say(self, text: str) -> np.ndarray:
+        """All of `text`, sentence after sentence, as one clip at the voice's rate."""
+        return np.concatenate([chunk.audio for chunk in self.synthesize(text)])
+
     def synthesize_phonemes(self, phonemes: list[str], text: str = "") -> SpeechChunk:
         known = [p for p in phonemes if p in self.id_map]
         ids = self._ids(known)

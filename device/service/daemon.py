@@ -175,8 +175,7 @@ class Daemon:
         """A hall between the replies file and the recorded visit: its echo level is set against the
         visit's speech and the greeting's."""
         greeting = conversation.dialogue.intents["greeting"].answer
-        reference = np.concatenate([c.audio for c in conversation.speech.chunks(0, [greeting], threading.Event())])
-        room = EchoRoom(self.options.echo, active_rms(visitor), reference, self.speaker.sample_rate)
+        room = EchoRoom(self.options.echo, active_rms(visitor), conversation.speech.audio_of(greeting), self.speaker.sample_rate)
         self.speaker.taps.append(room.play)
         log.info("replies reach the microphone through an echo room: %s", self.options.echo)
         return room

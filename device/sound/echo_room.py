@@ -53,11 +53,17 @@ class EchoPath:
             raise InputError(f"echo delay {self.delay_ms} ms is out of range: use 0..500 ms")
 
 
+BLOCK = SPEECH_RATE // 100  # 10 ms
+
+
+def block_power(audio: np.ndarray) -> np.ndarray:
+    """Mean power of each whole 10 ms block."""
+    return np.mean(audio[: len(audio) // BLOCK * BLOCK].reshape(-1, BLOCK).astype(np.float64) ** 2, axis=1)
+
+
 def active_rms(audio: np.ndarray) -> float:
     """RMS over the 10 ms blocks that carry sound (speech level, not diluted by pauses)."""
-    block = SPEECH_RATE // 100
-    blocks = audio[: len(audio) // block * block].reshape(-1, block)
-    power = np.mean(blocks.astype(np.float64) ** 2, axis=1)
+    power = block_power(audio)
     active = power[power > 10 ** (ACTIVE_DB / 10)]
     return float(np.sqrt(active.mean())) if active.size else 0.0
 
