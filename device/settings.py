@@ -52,6 +52,7 @@ class EndpointSettings:
     end_of_turn_threshold: float = 0.5  # its probability from which the visitor has finished
     min_hangover_ms: int = 200  # silence that ends an utterance judged finished
     max_hangover_ms: int = 1200  # silence that ends an utterance judged unfinished
+    min_level_over_floor_db: float = 0.0  # speech must be this much louder than the noise floor (0: off)
 
     def __post_init__(self) -> None:
         if not 0 < self.vad_threshold < 1:
@@ -64,6 +65,8 @@ class EndpointSettings:
                              f"{self.hangover_ms}, {self.max_hangover_ms}")
         if not 0 < self.end_of_turn_threshold < 1:
             raise ValueError(f"end_of_turn_threshold must be between 0 and 1, got {self.end_of_turn_threshold}")
+        if not 0 <= self.min_level_over_floor_db <= 30:
+            raise ValueError(f"min_level_over_floor_db must be between 0 and 30 dB, got {self.min_level_over_floor_db}")
         if not 1 <= self.max_utterance_s <= 60:
             raise ValueError(f"max_utterance_s must be between 1 and 60 s, got {self.max_utterance_s}")
 

@@ -1,5 +1,7 @@
 """Endpointing, frame in and events out, on VAD probabilities chosen frame by frame."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -121,3 +123,20 @@ def test_without_a_verdict_the_fixed_hangover_applies_and_a_stale_verdict_is_ign
     assert ended_at == 6 + 10 - 1  # 320 ms
     late = judged("SSSSSS" + "." * 40, verdict_at=30, complete=False)  # after the utterance ended: nothing
     assert [type(e).__name__ for _, e in late] == ["SpeechStarted", "SpeechPaused", "Utterance"]
+
+
+def test_babble_the_vad_calls_speech_does_not_hold_an_utterance_open_over_the_floor():
+    """The VAD says speech all along (babble is speech); the visitor, close by, is 15 dB louder for
+    a second. With the floor margin the utterance is the visitor's second; without, it never ends."""
+    rng = np.random.default_rng(0)
+    babble = lambda: rng.normal(0, 0.01, FRAME).astype(np.float32)  # noqa: E731 (-40 dBFS)
+    visitor = lambda: rng.normal(0, 0.056, FRAME).astype(np.float32)  # noqa: E731 (-25 dBFS)
+    frames = [babble() for _ in range(160)] + [visitor() for _ in range(31)] + [babble() for _ in range(60)]
+
+    def utterances(margin: float) -> list[Utterance]:
+        endpointer = Endpointer(dataclasses.replace(SETTINGS, max_utterance_s=15.0, min_level_over_floor_db=margin))
+        return [e for f in frames for e in endpointer.push(f, 0.9) if isinstance(e, Utterance)]
+
+    (heard,) = utterances(12.0)
+    assert heard.speech_start == 160 * FRAME and heard.speech_end == 191 * FRAME
+    assert utterances(0.0) == []  # the babble keeps it open: no answer while the hall talks

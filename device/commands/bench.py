@@ -10,6 +10,7 @@ from engines.errors import InputError
 
 from device.app import App
 from device.bench.bargein import ECHO_LEVELS_DB, measure_bargein
+from device.bench.hearing import CONDITIONS, measure_hearing
 from device.bench.io import measure_io
 from device.bench.models import WARMUP, WORKLOADS, measure_models
 from device.bench.render import measure_render
@@ -48,6 +49,14 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="the evaluation split (default held-apart; tune only on 'tuning')")
     pauses.add_argument("--json", action="store_true", help="print JSON, every case included")
     pauses.set_defaults(run=_pauses)
+
+    hearing = kinds.add_parser("hearing", help="word error rate, intents and false utterances in a loud hall, per babble level")
+    hearing.add_argument("--split", choices=SPLITS, default="held-apart",
+                         help="held-apart (default: only ever measured) or tuning (what settings may be chosen on)")
+    hearing.add_argument("--snr", type=float, action="append", metavar="DB",
+                         help="babble levels to try, dB under the visitor's speech, after the quiet room (default: 20, 10, 5, 0)")
+    hearing.add_argument("--json", action="store_true", help="print JSON, every question included")
+    hearing.set_defaults(run=_hearing)
 
     render = kinds.add_parser("render", help="avatar fps, CPU per frame and A/V offset")
     render.add_argument("--seconds", type=float, default=10.0, help="how long to render (default 10)")
@@ -132,6 +141,22 @@ def _pauses(app: App, args: argparse.Namespace) -> int:
         print(f"  {name:<15} paused cut {r['paused_cut']}/{r['paused']}; straight waiting over "
               f"{r['straight_waiting_over_ms']['limit']:.0f} ms {r['straight_waiting_over_ms']['count']}/{r['straight']}; "
               f"wait p50 {r['straight_wait_ms']['p50']} ms, p95 {r['straight_wait_ms']['p95']} ms; model p50 {r['model_ms']['p50']} ms")
+    return 0
+
+
+def _hearing(app: App, args: argparse.Namespace) -> int:
+    report = measure_hearing(app, args.split, (None, *args.snr) if args.snr else CONDITIONS)
+    if args.json:
+        print_json(report)
+        return 0
+    print(f"{args.split} split, {report['questions']} questions in a hall (RT60 0.5 s, six other talkers):")
+    for c in report["conditions"]:
+        name = "quiet room" if c["snr_db"] is None else f"babble {c['snr_db']:g} dB"
+        print(f"  {name:<14} WER {c['wer']:.2f}, intents {c['intent_accuracy']:.0%}, heard {c['heard']}/{report['questions']}, "
+              f"utterances started by babble {c['false_utterances']}, utterance ended {c['ended_after_question_ms_p50']} ms "
+              "after the question (p50)")
+    b = report["babble_only"]
+    print(f"  babble alone at the 10 dB level: {b['utterances']} utterances in {b['seconds']:.0f} s")
     return 0
 
 

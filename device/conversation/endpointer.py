@@ -16,6 +16,7 @@ import numpy as np
 
 from engines.model_specs import FRAME
 
+from device.conversation.noise_floor import NoiseFloor, level_db
 from device.messages import EndOfTurnVerdict, SpeechPaused, SpeechResumed, SpeechStarted, Utterance
 from device.settings import EndpointSettings
 
@@ -26,6 +27,7 @@ Event = SpeechStarted | SpeechPaused | SpeechResumed | Utterance
 # VAD dips between syllables would otherwise start recognitions that are thrown away and delay the
 # real one. Recognising 1-5 s of speech takes 150-350 ms here, well inside a 400 ms hangover.
 SPECULATE_AFTER_MS = 96
+FLOOR_WINDOW_MS, FLOOR_PERCENTILE = 5000, 10  # the noise floor: the 10th percentile of the last 5 s
 
 
 class Endpointer:
@@ -40,6 +42,7 @@ class Endpointer:
         self._pre_roll = settings.frames(settings.pre_roll_ms)
         self._max_frames = settings.frames(settings.max_utterance_s * 1000)
         self._speculate_after = min(settings.frames(SPECULATE_AFTER_MS), self._hangover)
+        self._floor = NoiseFloor(settings.frames(FLOOR_WINDOW_MS), FLOOR_PERCENTILE)
         self.reset()
 
     def reset(self) -> None:
@@ -57,15 +60,25 @@ class Endpointer:
     def speaking(self) -> bool:
         return self._speaking
 
-    def push(self, frame: np.ndarray, probability: float) -> list[Event]:
-        """Feed one frame and its VAD probability; return what it decided."""
+    def push(self, frame: np.ndarray, probability: float, over_floor: bool = True) -> list[Event]:
+        """Feed one frame and its VAD probability; return what it decided. `over_floor` False: speech
+        need not be louder than the noise floor (while the robot speaks, what the echo canceller
+        leaves and its suppression of the visitor in double talk are no hall)."""
         index = self._position
         self._position += 1
         self._frames.append(frame)
-        is_speech = probability >= self.settings.vad_threshold
+        loud = self._over_the_floor(frame)  # every frame: the floor is learnt from all of them
+        is_speech = probability >= self.settings.vad_threshold and (loud or not over_floor)
         if not self._speaking:
             return self._idle(index, is_speech)
         return self._in_speech(index, is_speech)
+
+    def _over_the_floor(self, frame: np.ndarray) -> bool:
+        """Louder than the hall by the margin the settings ask (always, when they ask none)."""
+        margin = self.settings.min_level_over_floor_db
+        level = level_db(frame)
+        floor = self._floor.update(level)
+        return margin == 0 or level >= floor + margin
 
     def _idle(self, index: int, is_speech: bool) -> list[Event]:
         self._speech_run = self._speech_run + 1 if is_speech else 0

@@ -150,7 +150,7 @@ class Conversation:
         events = self._take_verdicts()
         if self.bargein is not None:
             self._watch_for_barge_in(probability >= self.endpointer.settings.vad_threshold)
-        for event in events + self.endpointer.push(frame, probability):
+        for event in events + self.endpointer.push(frame, probability, over_floor=not self._replying.is_set()):
             if isinstance(event, (SpeechStarted, Utterance)):
                 self.observer(event)
             if isinstance(event, SpeechPaused):

@@ -1,0 +1,108 @@
+"""A loud hall for the hearing evaluation: visitors' questions and other people's talk, through a room.
+
+A reverberant shoebox (pyroomacoustics, RT60 0.5 s): the visitor 0.7 m in front of the microphone,
+six other talkers 2-5 m away in every direction. Four of them are the synthetic voices saying the
+split's babble sentences in their own order, two are real readers from the model store (each split
+its own recording). The babble's level is set by the signal-to-noise ratio over the visitor's
+speech (their 10 ms blocks above -40 dBFS against the babble in the same blocks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engines.model_specs import SPEECH_RATE
+
+from device.audio_file import read_audio
+from device.bundled import SAMPLES
+from device.models.voices import VOICES, load_voices, speak
+from device.sound.echo_room import ACTIVE_DB, block_power
+from device.toml_file import tomllib
+
+HALL_FILE = SAMPLES / "hall" / "hall.toml"
+SPLITS = ("tuning", "held-apart")
+READERS = {"tuning": "samples/two_cities.wav", "held-apart": "samples/endgame.wav"}
+RT60_S = 0.5
+VISITOR_M = 0.7
+TALKER_M = (2.0, 5.0)
+LEAD_S, TAIL_S = 2.0, 2.0  # babble before and after each question
+
+
+@dataclass(frozen=True)
+class HallQuestion:
+    text: str
+    intent: str
+    voice: str
+    audio: np.ndarray  # 16 kHz, dry, as said
+
+    @property
+    def spoken(self) -> int:
+        """The sample after the question's last sound (the room's echo of it goes on)."""
+        loud = np.flatnonzero(np.abs(self.audio) > 0.02 * np.abs(self.audio).max())
+        return int(loud[-1]) + 1
+
+
+def load_questions(store, split: str, threads: int = 1) -> tuple[list[HallQuestion], list[np.ndarray]]:
+    """The split's questions (voices in rotation) and its six babble talkers' dry streams."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    listing = tomllib.loads(HALL_FILE.read_text())
+    voices = load_voices(store, threads)
+    rows = [q for q in listing["question"] if q["split"] == split]
+    questions = [HallQuestion(q["text"], q["intent"], VOICES[i % len(VOICES)].name,
+                              speak(voices, VOICES[i % len(VOICES)], q["text"])[0]) for i, q in enumerate(rows)]
+    rng = np.random.default_rng(SPLITS.index(split))
+    sentences = listing["babble"][split]
+    talkers = []
+    for voice in VOICES:  # each voice says every sentence once, in its own order, with short gaps
+        order = rng.permutation(len(sentences))
+        said = [speak(voices, voice, sentences[i])[0] for i in order]
+        talkers.append(np.concatenate([np.concatenate([s, np.zeros(int(rng.uniform(0.1, 0.5) * SPEECH_RATE), np.float32)])
+                                       for s in said]))
+    reader = read_audio(store.path(READERS[split]))
+    talkers += [reader, np.roll(reader, len(reader) // 2)]
+    return questions, talkers
+
+
+class Hall:
+    """One room: the visitor's and each talker's path to the microphone."""
+
+    def __init__(self, talkers: int, seed: int) -> None:
+        import pyroomacoustics as pra
+
+        rng = np.random.default_rng(seed)
+        size = np.array([14.0, 10.0, 4.0]) * rng.uniform(0.9, 1.1, 3)
+        absorption, max_order = pra.inverse_sabine(RT60_S, size)
+        room = pra.ShoeBox(size, fs=SPEECH_RATE, materials=pra.Material(absorption), max_order=min(max_order, 30))
+        mic = np.array([size[0] / 2, size[1] / 2, 1.4])
+        room.add_source(mic + np.array([0.0, VISITOR_M, 0.15]))  # a visitor's mouth, a little above the robot's microphone
+        for angle, distance in zip(rng.uniform(0, 2 * np.pi, talkers), rng.uniform(*TALKER_M, talkers)):
+            room.add_source(mic + np.array([np.cos(angle) * distance, np.sin(angle) * distance, 0.2]))
+        room.add_microphone(mic)
+        room.compute_rir()
+        self.responses = [np.asarray(r, np.float32) for r in room.rir[0]]
+
+    def visitor(self, audio: np.ndarray) -> np.ndarray:
+        return np.convolve(audio, self.responses[0])[:len(audio) + SPEECH_RATE // 2].astype(np.float32)
+
+    def babble(self, talkers: list[np.ndarray], length: int, rng: np.random.Generator) -> np.ndarray:
+        """`length` samples of everyone else talking at once, each from a random point of their stream."""
+        mix = np.zeros(length, np.float64)
+        for stream, response in zip(talkers, self.responses[1:]):
+            start = int(rng.integers(len(stream)))
+            piece = np.resize(np.roll(stream, -start), length)
+            mix += np.convolve(piece, response)[:length]
+        return mix.astype(np.float32)
+
+
+def at_snr(speech: np.ndarray, babble: np.ndarray, snr_db: float | None) -> np.ndarray:
+    """`babble` scaled so that the speech is `snr_db` over it in the blocks where the speech sounds
+    (None: no babble at all, the quiet room)."""
+    if snr_db is None:
+        return np.zeros_like(babble)
+    speech_power, babble_power = block_power(speech), block_power(babble)
+    active = speech_power > 10 ** (ACTIVE_DB / 10)
+    gain = np.sqrt(speech_power[active].mean() / max(babble_power[:active.size][active].mean(), 1e-12) / 10 ** (snr_db / 10))
+    return (babble * gain).astype(np.float32)

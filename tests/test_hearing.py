@@ -1,0 +1,44 @@
+"""The loud-hall evaluation: babble at the asked level, and the bench hearing through it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from device.app import App
+from device.bench.hall import HALL_FILE, Hall, at_snr, load_questions
+from device.bench.hearing import measure_hearing
+from device.conversation.dialogue import BUILTINS
+from device.conversation.knowledge import load_knowledge
+from device.sound.echo_room import ACTIVE_DB, block_power
+from device.toml_file import tomllib
+
+
+def test_the_splits_share_no_question_and_no_babble_sentence():
+    listing = tomllib.loads(HALL_FILE.read_text())
+    tuning = {q["text"] for q in listing["question"] if q["split"] == "tuning"}
+    held = {q["text"] for q in listing["question"] if q["split"] == "held-apart"}
+    assert len(tuning) >= 20 and len(held) >= 20 and not tuning & held
+    assert not set(listing["babble"]["tuning"]) & set(listing["babble"]["held-apart"])
+    examples = {e.lower() for intent in (*load_knowledge(), *BUILTINS) for e in intent.examples}
+    assert not {t.lower() for t in tuning | held} & examples
+
+
+@pytest.mark.parametrize("snr_db", [0.0, 10.0])
+def test_babble_is_mixed_at_the_asked_level_over_the_speech(store, snr_db):
+    questions, talkers = load_questions(store, "tuning")
+    hall = Hall(len(talkers), seed=1)
+    speech = hall.visitor(questions[0].audio)
+    babble = at_snr(speech, hall.babble(talkers, len(speech), np.random.default_rng(0)), snr_db)
+    power_speech, power_babble = block_power(speech), block_power(babble)
+    active = power_speech > 10 ** (ACTIVE_DB / 10)
+    measured = 10 * np.log10(power_speech[active].mean() / power_babble[active].mean())
+    assert abs(measured - snr_db) < 0.1
+
+
+def test_babble_hurts_hearing_and_the_bench_says_how_much(store):
+    report = measure_hearing(App(store_dir=store.root), "tuning", (None, 0.0))
+    quiet, loud = report["conditions"]
+    assert quiet["intent_accuracy"] >= 0.9 and quiet["heard"] == report["questions"]
+    assert loud["wer"] > quiet["wer"] + 0.1
+    assert report["babble_only"]["per_minute"] >= 0 and report["babble_only"]["seconds"] == 60
