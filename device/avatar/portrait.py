@@ -23,13 +23,12 @@ from engines.store.model_store import ModelStore, state_home
 from device.avatar.face_rig import (BROWS, EYES_LOWER, EYES_UPPER, HEAD_SHIFT, LIPS_INNER_LOWER, LIPS_INNER_UPPER, MOTIONS,
                                    FaceRig, build_rig, face_height)
 from device.avatar.mouths import REST
-from device.avatar.renderer import Pose
+from device.avatar.renderer import SHIFT, Pose
 from device.models import catalog
 from device.models.face_mesh import FaceLandmarks
 
 FACE_SHARE = 0.42  # of the frame's height, forehead to chin
 FACE_CENTRE_Y = 0.47  # where the face's middle sits, of the frame's height
-SHIFT = 4  # sub-pixel bits of OpenCV's anti-aliased drawing
 LOWER_LID_SHARE = 0.2  # of the eye's opening: where the lids meet, above the lower lid
 LASHES = (52, 56, 70)  # BGR, dark brown
 CAVITY, TEETH, TONGUE = (36, 30, 70), (212, 222, 230), (110, 110, 196)  # BGR
@@ -136,7 +135,7 @@ class PortraitRenderer:
         colour, its lashes a dark line along its edge."""
         upper, lower = points[list(EYES_UPPER[eye])], points[list(EYES_LOWER[eye])]
         edge = upper + closed * (lower + LOWER_LID_SHARE * (upper - lower) - upper)
-        lid = np.vstack([upper[:1] - (0, 1), upper[1:-1] - (0, 1), upper[-1:] - (0, 1), edge[::-1]])
+        lid = np.vstack([upper - (0, 1), edge[::-1]])
         cv2.fillPoly(frame, [np.round(lid * (1 << SHIFT)).astype(np.int32)], colour, cv2.LINE_AA, SHIFT)
         cv2.polylines(frame, [np.round(edge * (1 << SHIFT)).astype(np.int32)], False, LASHES,
                       max(1, round(self.height / 540)), cv2.LINE_AA, SHIFT)

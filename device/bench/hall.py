@@ -16,13 +16,13 @@ import numpy as np
 from engines.model_specs import SPEECH_RATE
 
 from device.audio_file import read_audio
+from device.bench.pauses import SPLITS
 from device.bundled import SAMPLES
 from device.models.voices import VOICES, load_voices, speak
 from device.sound.echo_room import ACTIVE_DB, block_power
 from device.toml_file import tomllib
 
 HALL_FILE = SAMPLES / "hall" / "hall.toml"
-SPLITS = ("tuning", "held-apart")
 READERS = {"tuning": "samples/two_cities.wav", "held-apart": "samples/endgame.wav"}
 RT60_S = 0.5
 VISITOR_M = 0.7
