@@ -10,7 +10,7 @@ from pathlib import Path
 from engines.errors import OrinAvatarError
 
 from device.app import App
-from device.commands import avatar, bench, calibrate, conversation, debug, devices, engines, models, service
+from device.commands import avatar, bench, calibrate, conversation, debug, devices, engines, knowledge, models, service
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, help="CPU threads per model (overrides [cpu] threads)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (service, conversation, avatar, models, engines, devices, calibrate, debug, bench):
+    for module in (service, conversation, knowledge, avatar, models, engines, devices, calibrate, debug, bench):
         module.register(commands)
     return parser
 

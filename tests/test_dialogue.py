@@ -1,12 +1,15 @@
-"""The dialogue on typed questions: knowledge base, built-ins, rephrasing, reload (the LLM: test_llm.py)."""
+"""The dialogue on typed questions: knowledge base, built-ins, asking back, rephrasing, reload (the LLM:
+test_llm.py; kb check and bench intents: test_kb_check.py)."""
 
+import dataclasses
 import datetime
 import json
 
 import pytest
 
-from device.conversation.dialogue import REPHRASE_ANSWER, Dialogue, DialogueSettings
+from device.conversation.dialogue import ASK_BACK, NOT_IT_ANSWER, REPHRASE, REPHRASE_ANSWER, Dialogue
 from device.conversation.knowledge import KnowledgeError, load_knowledge
+from device.settings import load_settings
 from tests.conftest import run_cli
 
 NOON = datetime.datetime(2026, 11, 29, 12, 5)
@@ -14,7 +17,7 @@ NOON = datetime.datetime(2026, 11, 29, 12, 5)
 
 @pytest.fixture(scope="module")
 def dialogue(text_encoder):
-    return Dialogue(text_encoder, load_knowledge(), DialogueSettings(knowledge="", threshold=0.35), clock=lambda: NOON)
+    return Dialogue(text_encoder, load_knowledge(), load_settings().dialogue, clock=lambda: NOON)
 
 
 @pytest.mark.parametrize("question, intent", [
@@ -28,7 +31,7 @@ def dialogue(text_encoder):
     ("Okay, thanks, bye.", "goodbye"),
 ])
 def test_questions_reach_their_intent(dialogue, question, intent):
-    assert dialogue.answer(question).intent == intent
+    assert dialogue.decide(question).intent == intent  # answered, or asked back about
 
 
 @pytest.mark.parametrize("question", ["What is the boiling point of tungsten?", "Who won the football game yesterday?",
@@ -48,10 +51,53 @@ def test_builtins_time_date_repeat_stop(dialogue):
     assert dialogue.answer("Say that again please.").text == said  # stop did not overwrite it
 
 
+def _unsure(dialogue, question):
+    """`question` scores between the thresholds (the test would mean nothing otherwise)."""
+    decision = dialogue.decide(question)
+    assert dialogue.settings.threshold <= decision.score < dialogue.settings.confident_threshold, decision
+    return decision
+
+
+def test_unsure_it_asks_back_and_a_yes_gets_the_answer(dialogue):
+    guess = _unsure(dialogue, "Where are the ladies?")
+    asked = dialogue.answer("Where are the ladies?")
+    assert (asked.intent, asked.source, asked.about, asked.text) == (ASK_BACK, "ask_back", "restrooms",
+                                                                     "Did you mean the restrooms?")
+    assert guess.intent == "restrooms"
+    answer = dialogue.answer("Yes, please.")
+    assert (answer.intent, answer.source) == ("restrooms", "knowledge")
+    assert answer.text == dialogue.intents["restrooms"].answer
+    assert dialogue.answer("Yes.").intent != "restrooms"  # the guess was used up
+
+
+def test_a_no_to_an_ask_back_asks_what_they_want_and_a_longer_reply_is_a_question(dialogue):
+    dialogue.answer("Where are the ladies?")
+    assert (dialogue.answer("No.").text, dialogue.decide("No.").kind) == (NOT_IT_ANSWER, REPHRASE)
+    dialogue.answer("Where are the ladies?")
+    assert dialogue.answer("No, where can I eat something?").intent == "food"
+    dialogue.answer("Where are the ladies?")
+    dialogue.new_visit()  # the next visitor's "yes" answers nothing of the last one's
+    assert dialogue.answer("Yes.").intent != "restrooms"
+
+
+def test_an_unsure_action_is_never_done(dialogue):
+    """"How old is the universe?" is closest to the time; telling it is worse than asking again."""
+    decision = dialogue.decide("How old is the universe?")
+    assert (decision.intent, decision.kind) == ("time", REPHRASE) and decision.score >= dialogue.settings.threshold
+    assert dialogue.answer("How old is the universe?").text == REPHRASE_ANSWER
+
+
+def test_asking_back_can_be_turned_off(text_encoder):
+    settings = dataclasses.replace(load_settings().dialogue, confident_threshold=0.35)
+    plain = Dialogue(text_encoder, load_knowledge(), settings)
+    answer = plain.answer("Where are the ladies?")
+    assert (answer.intent, answer.source) == ("restrooms", "knowledge")
+
+
 def test_reload_keeps_the_old_knowledge_when_the_new_is_broken(text_encoder, tmp_path):
     path = tmp_path / "kb.toml"
     path.write_text('[[intent]]\nname = "parrots"\nexamples = ["Do you have parrots?"]\nanswer = "Yes, in the aviary."\n')
-    dialogue = Dialogue(text_encoder, load_knowledge(path), DialogueSettings(knowledge=str(path), threshold=0.35))
+    dialogue = Dialogue(text_encoder, load_knowledge(path), dataclasses.replace(load_settings().dialogue, knowledge=str(path)))
     assert dialogue.answer("Are there any parrots here?").intent == "parrots"
     path.write_text('[[intent]]\nname = "parrots"\nexamples = ["Do you have parrots?"]\n')
     with pytest.raises(KnowledgeError, match="has no 'answer'"):

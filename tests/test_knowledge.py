@@ -23,6 +23,7 @@ GOOD = '[[intent]]\nname = "a"\nexamples = ["x?"]\nanswer = "y."\n\n'
     (GOOD + '[[intent]]\nname = "has space"\nexamples = ["q"]\nanswer = "z"\n', "line 6: 'name'"),
     ('[[intent]]\nname = "a"\nexamples = ["x?"\nanswer = "y."\n', "line 4"),
     ("", "no [[intent]] tables"),
+    (GOOD + '[[intent]]\nname = "b"\nexamples = ["q"]\nanswer = "z"\ntopic = 3\n', "line 6: intent 'b' has a 'topic' that is not a string"),
 ])
 def test_mistakes_name_file_line_and_key(tmp_path, text, fragment):
     path = tmp_path / "knowledge.toml"
@@ -30,6 +31,13 @@ def test_mistakes_name_file_line_and_key(tmp_path, text, fragment):
     with pytest.raises(KnowledgeError) as error:
         load_knowledge(path)
     assert str(path) in str(error.value) and fragment in str(error.value)
+
+
+def test_the_ask_back_names_the_topic_or_else_the_first_example(tmp_path):
+    path = tmp_path / "knowledge.toml"
+    path.write_text(GOOD + '[[intent]]\nname = "b"\nexamples = ["Where is the zoo?"]\nanswer = "z"\ntopic = "the zoo"\n')
+    first, second = load_knowledge(path)
+    assert (first.ask_back, second.ask_back) == ("Did you ask: x?", "Did you mean the zoo?")
 
 
 def test_missing_file(tmp_path):
@@ -62,9 +70,9 @@ def test_headers_with_spaces_and_inline_tables_keep_every_intent(tmp_path):
 
 def test_an_intent_named_like_a_built_in_is_refused(text_encoder, tmp_path):
     from device.conversation.dialogue import Dialogue
-    from device.settings import DialogueSettings
+    from device.settings import load_settings
 
     path = tmp_path / "kb.toml"
     path.write_text('[[intent]]\nname = "time"\nexamples = ["When do you close?"]\nanswer = "At six."\n')
     with pytest.raises(KnowledgeError, match="time are built in"):
-        Dialogue(text_encoder, load_knowledge(path), DialogueSettings(knowledge="", threshold=0.35))
+        Dialogue(text_encoder, load_knowledge(path), load_settings().dialogue)

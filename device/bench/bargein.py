@@ -158,7 +158,7 @@ class _EchoRun:
         self.settle()
         paused = next((when for when, m in self.events[mark:] if isinstance(m, ReplyPaused)), None)
         heard = [t for t in list(self.conversation.turns)[count:] if t.barged_in]
-        answered = heard[0].answer.intent if heard and heard[0].answer else ""
+        answered = (heard[0].answer.about or heard[0].answer.intent) if heard and heard[0].answer else ""  # an ask-back: its guess
         silent_at = self._silent_after(paused)
         return {"asked": first.name, "interrupted_by": second.name, "after_s": round(after_s, 2),
                 "paused_after_ms": None if paused is None else round((paused - onset_at) * 1000),

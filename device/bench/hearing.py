@@ -3,8 +3,9 @@
 Each question of the split (`samples/hall/hall.toml`) is said in the hall (device/bench/hall.py) with
 two seconds of babble before and after it, at each condition (the quiet room, then babble at 20, 10,
 5 and 0 dB SNR), and heard as the daemon hears it: VAD and endpointer frame by frame, recognition of
-each utterance, the dialogue's answer. Per condition: word error rate and intent accuracy of the
-utterance that holds the question, utterances started by babble alone, and how long after the
+each utterance, the dialogue's decision. Per condition: word error rate and intent accuracy (answered
+right; also counted: asked back about the right intent, and wrong answers) of the utterance that holds
+the question, utterances started by babble alone, and how long after the
 question its utterance ended. Then a minute of babble alone, at the level it has at 10 dB: the
 utterances it starts.
 """
@@ -19,6 +20,7 @@ from engines.model_specs import FRAME, SPEECH_RATE
 
 from device.bench.hall import LEAD_S, SPLITS, TAIL_S, Hall, at_snr, load_questions
 from device.conversation.endpointer import Endpointer
+from device.conversation.kb_check import outcome
 from device.messages import Utterance
 from device.models import catalog
 from device.models.asr import word_error_rate, words
@@ -67,9 +69,11 @@ def _hear(question, speech, babble, snr, vad, asr, dialogue, settings) -> dict:
     overlaps = [min(u.speech_end, span[1]) - max(u.speech_start, span[0]) for u in utterances]
     best = utterances[int(np.argmax(overlaps))] if utterances and max(overlaps) > 0 else None
     transcript = asr.transcribe(best.audio).text if best is not None else ""
-    answer = dialogue.answer(transcript) if words(transcript) else None
+    decision = dialogue.decide(transcript) if words(transcript) else None
     return {"text": question.text, "voice": question.voice, "expected": question.intent, "transcript": transcript,
-            "intent": answer.intent if answer else None, "wer": word_error_rate(question.text, transcript),
+            "kind": decision.kind if decision else None, "intent": decision.intent if decision else None,
+            "outcome": outcome(decision, question.intent) if decision else "not heard",
+            "wer": word_error_rate(question.text, transcript),
             "reference_words": len(words(question.text)), "false_utterances": sum(o <= 0 for o in overlaps),
             "ended_ms": None if best is None else round((best.decided - span[1]) / SPEECH_RATE * 1000)}
 
@@ -90,7 +94,9 @@ def _summary(snr: float | None, rows: list[dict]) -> dict:
     errors = sum(r["wer"] * r["reference_words"] for r in rows)
     ended = sorted(r["ended_ms"] for r in rows if r["ended_ms"] is not None)
     return {"snr_db": snr, "wer": round(errors / max(1, sum(r["reference_words"] for r in rows)), 3),
-            "intent_accuracy": round(sum(r["intent"] == r["expected"] for r in rows) / len(rows), 3),
+            "intent_accuracy": round(sum(r["outcome"] == "right" for r in rows) / len(rows), 3),
+            "right_or_asked": round(sum(r["outcome"] in ("right", "asked back right") for r in rows) / len(rows), 3),
+            "wrong": sum(r["outcome"] == "wrong" for r in rows),
             "heard": sum(r["ended_ms"] is not None for r in rows),
             "false_utterances": sum(r["false_utterances"] for r in rows),
             "ended_after_question_ms_p50": ended[len(ended) // 2] if ended else None,

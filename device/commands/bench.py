@@ -11,6 +11,7 @@ from engines.errors import InputError
 from device.app import App
 from device.bench.bargein import ECHO_LEVELS_DB, measure_bargein
 from device.bench.hearing import CONDITIONS, measure_hearing
+from device.bench.intents import measure_intents
 from device.bench.io import measure_io
 from device.bench.models import WARMUP, WORKLOADS, measure_models
 from device.bench.render import measure_render
@@ -57,6 +58,12 @@ def register(commands: argparse._SubParsersAction) -> None:
                          help="babble levels to try, dB under the visitor's speech, after the quiet room (default: 20, 10, 5, 0)")
     hearing.add_argument("--json", action="store_true", help="print JSON, every question included")
     hearing.set_defaults(run=_hearing)
+
+    intents = kinds.add_parser("intents", help="unseen wording: right intents, ask-backs and wrong answers (typed, no LLM)")
+    intents.add_argument("--split", choices=SPLITS, default="held-apart",
+                         help="held-apart (default: only ever measured) or tuning (what settings may be chosen on)")
+    intents.add_argument("--json", action="store_true", help="print JSON, every question included")
+    intents.set_defaults(run=_intents)
 
     render = kinds.add_parser("render", help="avatar fps, CPU per frame and A/V offset")
     render.add_argument("--seconds", type=float, default=10.0, help="how long to render (default 10)")
@@ -152,11 +159,29 @@ def _hearing(app: App, args: argparse.Namespace) -> int:
     print(f"{args.split} split, {report['questions']} questions in a hall (RT60 0.5 s, six other talkers):")
     for c in report["conditions"]:
         name = "quiet room" if c["snr_db"] is None else f"babble {c['snr_db']:g} dB"
-        print(f"  {name:<14} WER {c['wer']:.2f}, intents {c['intent_accuracy']:.0%}, heard {c['heard']}/{report['questions']}, "
+        print(f"  {name:<14} WER {c['wer']:.2f}, intents {c['intent_accuracy']:.0%} (or asked back right "
+              f"{c['right_or_asked']:.0%}, wrong {c['wrong']}), heard {c['heard']}/{report['questions']}, "
               f"utterances started by babble {c['false_utterances']}, utterance ended {c['ended_after_question_ms_p50']} ms "
               "after the question (p50)")
     b = report["babble_only"]
     print(f"  babble alone at the 10 dB level: {b['utterances']} utterances in {b['seconds']:.0f} s")
+    return 0
+
+
+def _intents(app: App, args: argparse.Namespace) -> int:
+    report = measure_intents(app, args.split)
+    if args.json:
+        print_json(report)
+        return 0
+    print(f"{args.split} split, threshold {report['threshold']}, confident above {report['confident_threshold']}:")
+    for name in ("answerable", "not_answerable"):
+        t = report[name]
+        print(f"  {name.replace('_', ' '):<15} {t['questions']:>3}: right {t['right']}, asked back right {t['asked back right']}, "
+              f"rephrase {t['rephrase']}, asked back wrong {t['asked back wrong']}, wrong {t['wrong']}; "
+              f"right or asked back right {t['right_or_asked']:.1%}")
+    for r in report["questions"]:
+        if r["outcome"] != "right":
+            print(f"    {r['outcome']:<16} {r['score']:.2f} {r['intent']:<15} \"{r['question']}\" (expected {r['expected']})")
     return 0
 
 

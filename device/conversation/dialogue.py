@@ -1,8 +1,10 @@
 """Choosing the answer: built-in intents, the operator's knowledge base, an optional LLM.
 
 Questions are matched by meaning: the text encoder embeds every example question once, and a
-visitor's question goes to the intent of its most similar example. Below the confidence
-threshold the avatar asks the visitor to rephrase.
+visitor's question goes to the intent of its most similar example. Below `threshold` the avatar asks
+the visitor to rephrase; between it and `confident_threshold` it asks back ("Did you mean the
+restrooms?") and a yes answers that intent: a guess on a mis-heard or oddly worded question costs one
+short turn instead of a wrong answer.
 
 With an LLM, the knowledge base still comes first: a confident match (`[llm] knowledge_threshold`)
 is the operator's own answer. The LLM answers the rest, told the closest entries of the knowledge
@@ -27,18 +29,23 @@ from device.models.text_encoder import TextEncoder
 from device.settings import DialogueSettings
 
 log = logging.getLogger(__name__)
-STOP, REPEAT, REPHRASE, GOODBYE = "stop", "repeat", "rephrase", "goodbye"
+STOP, REPEAT, REPHRASE, GOODBYE, ASK_BACK = "stop", "repeat", "rephrase", "goodbye", "ask_back"
 # Built-ins that act (tell the time, stop talking...) need a closer match than an answer does:
 # "Who won the game yesterday?" is 0.43 from "What day is it today?".
 ACTION_THRESHOLD = 0.6
 REPHRASE_ANSWER = "Sorry, I did not catch that. Could you ask me in another way?"
+NOT_IT_ANSWER = "Sorry. What would you like to know?"  # "no" to an ask-back
+# Answered without asking back when unsure: a wrong hello or goodbye costs little.
+UNASKED = ("greeting", GOODBYE)
+_YES = frozenset("yes yeah yep yup sure right correct exactly indeed please ok okay absolutely".split())
+_NO = frozenset("no nope nah not wrong".split())
 
 # Built-ins whose answers the code makes; greeting and goodbye are ordinary answers.
 BUILTINS = (
     Intent("greeting", ("Hello!", "Hi there.", "Good morning.", "Hey robot."), "Hello! How can I help you?"),
-    Intent(GOODBYE, ("Goodbye.", "Bye, thank you!", "See you later.", "Thanks, that is all."),
+    Intent(GOODBYE, ("Goodbye.", "Bye, thank you!", "See you later.", "Thanks, that is all.", "I'm leaving now."),
            "Goodbye, and enjoy your visit!"),
-    Intent(REPEAT, ("Can you repeat that?", "Say that again, please.", "What did you say?", "Pardon?"), ""),
+    Intent(REPEAT, ("Can you repeat that?", "Say that again, please.", "What did you say?", "Pardon?", "I didn't catch that."), ""),
     Intent("time", ("What time is it?", "What is the time now?", "Do you know the time?"), ""),
     Intent("date", ("What is the date today?", "What day is it today?", "Which day is it?"), ""),
     Intent(STOP, ("Stop talking.", "Stop.", "Be quiet.", "That's enough.", "Shut up."), ""),
@@ -50,8 +57,9 @@ class Answer:
     intent: str
     score: float
     text: str  # empty for 'stop', and for an LLM's reply, which is streamed (`reply`)
-    source: str  # builtin | knowledge | llm | fallback | perception
+    source: str  # builtin | knowledge | llm | fallback | ask_back | perception
     reply: SpokenReply | None = None  # the LLM's reply, its sentences arriving as it is generated
+    about: str = ""  # of an ask-back: the intent it guesses
 
     @property
     def spoken(self) -> str:
@@ -63,6 +71,16 @@ class Answer:
         return self.reply.sentences() if self.reply is not None else (self.text,)
 
 
+@dataclass(frozen=True)
+class Decision:
+    """What the knowledge base and the built-ins make of a question: answer `intent`, ask back
+    about it, or ask to rephrase (`kind` is "answer", ASK_BACK or REPHRASE)."""
+
+    kind: str
+    intent: str
+    score: float
+
+
 class Dialogue:
     def __init__(self, encoder: TextEncoder, intents: tuple[Intent, ...], settings: DialogueSettings,
                  llm: LlmClient | None = None, clock: Callable[[], datetime.datetime] = datetime.datetime.now) -> None:
@@ -72,6 +90,7 @@ class Dialogue:
         self.clock = clock
         self._last: Answer | None = None  # for "repeat that"
         self._unsaid = ""  # what an interrupted reply did not get to say ("repeat that" says it)
+        self._guess: Decision | None = None  # the last ask-back, waiting for its yes or no
         # The current visit's questions and answers, for the LLM (owned by the thread that calls answer()).
         self._visit: collections.deque[tuple[str, Answer]] = collections.deque(
             maxlen=llm.settings.visit_turns if llm is not None else 0)
@@ -110,23 +129,40 @@ class Dialogue:
             best[owner] = max(best.get(owner, -1.0), float(score))
         return sorted(best.items(), key=lambda item: -item[1])
 
+    def decide(self, question: str) -> Decision:
+        """The knowledge base's and built-ins' verdict on `question`, without an LLM or the visit's memory."""
+        intent, score = self.rank(question)[0]
+        if score < self.settings.threshold:
+            return Decision(REPHRASE, intent, score)
+        if intent in self._actions:  # acting on a guess (the time for the opening hours) is worse than asking again
+            return Decision("answer" if score >= ACTION_THRESHOLD else REPHRASE, intent, score)
+        if score >= self.settings.confident_threshold or intent in UNASKED:
+            return Decision("answer", intent, score)
+        return Decision(ASK_BACK, intent, score)
+
     def answer(self, question: str, cancelled: threading.Event | None = None) -> Answer:
         """The answer to `question`; an LLM's reply starts streaming here (after its first word) and
         stops when `cancelled` is set."""
-        ranking = self.rank(question)
-        intent, score = ranking[0]
-        if intent in self._actions:
-            if score >= ACTION_THRESHOLD:
-                return self._remember(question, Answer(intent, score, self._builtin(intent), "builtin"))
-            score = min(score, self.settings.threshold - 1e-6)  # not close enough: no match
-        if self.llm is not None and score < self.llm.settings.knowledge_threshold:
-            reply = self._ask_llm(question, ranking, cancelled or threading.Event())
+        guess, self._guess = self._guess, None
+        if guess is not None:
+            replied = _yes_or_no(question)
+            if replied == "yes":
+                return self._remember(question, self._answer_of(guess))
+            if replied == "no":
+                return self._remember(question, Answer(REPHRASE, guess.score, NOT_IT_ANSWER, "fallback"))
+        decision = self.decide(question)
+        acts = decision.intent in self._actions and decision.kind == "answer"  # the LLM cannot tell the time
+        if self.llm is not None and not acts and decision.score < self.llm.settings.knowledge_threshold:
+            reply = self._ask_llm(question, self.rank(question), cancelled or threading.Event())
             if reply is not None:
-                return self._remember(question, Answer("llm", score, "", "llm", reply))
-        if score < self.settings.threshold:
-            return self._remember(question, Answer(REPHRASE, score, REPHRASE_ANSWER, "fallback"))
-        source = "builtin" if intent in self._builtin_names else "knowledge"
-        return self._remember(question, Answer(intent, score, self.intents[intent].answer, source))
+                return self._remember(question, Answer("llm", decision.score, "", "llm", reply))
+        if decision.kind == REPHRASE:
+            return self._remember(question, Answer(REPHRASE, decision.score, REPHRASE_ANSWER, "fallback"))
+        if decision.kind == ASK_BACK:
+            self._guess = decision
+            return self._remember(question, Answer(ASK_BACK, decision.score, self.intents[decision.intent].ask_back,
+                                                   "ask_back", about=decision.intent))
+        return self._remember(question, self._answer_of(decision))
 
     def cut_short(self, unsaid: str) -> None:
         """The last reply was interrupted before `unsaid`: "repeat that" finishes it."""
@@ -135,6 +171,13 @@ class Dialogue:
     def new_visit(self) -> None:
         """A visitor arrived: what the last one said is not theirs to build on."""
         self._visit.clear()
+        self._guess = None
+
+    def _answer_of(self, decision: Decision) -> Answer:
+        intent = decision.intent
+        if intent in self._builtin_names:
+            return Answer(intent, decision.score, self.intents[intent].answer or self._builtin(intent), "builtin")
+        return Answer(intent, decision.score, self.intents[intent].answer, "knowledge")
 
     def _ask_llm(self, question: str, ranking: list[tuple[str, float]], cancelled: threading.Event) -> SpokenReply | None:
         """The LLM's reply once its first word is in, or None (the knowledge base answers)."""
@@ -182,6 +225,17 @@ class Dialogue:
         elif answer.intent != STOP:
             self._visit.append((question, answer))
         return answer
+
+
+def _yes_or_no(reply: str) -> str:
+    """"yes", "no" or "" of a short reply to an ask-back ("Yes please", "No, not that"); a longer one
+    ("No, where is the cafe?") is a question of its own."""
+    words = [w.strip(".,!?;:'\"") for w in reply.lower().split()]
+    if len(words) > 4:
+        return ""
+    if any(w in _NO for w in words):
+        return "no"
+    return "yes" if any(w in _YES for w in words) else ""
 
 
 def _chain(first: str, rest: Iterable[str]):

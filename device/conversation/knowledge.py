@@ -28,6 +28,12 @@ class Intent:
     name: str
     examples: tuple[str, ...]
     answer: str
+    topic: str = ""  # how the robot names it when unsure: "Did you mean {topic}?"
+
+    @property
+    def ask_back(self) -> str:
+        """The question that checks a guess: by the topic, else by the first example."""
+        return f"Did you mean {self.topic}?" if self.topic else f"Did you ask: {self.examples[0]}"
 
 
 def load_knowledge(path: Path | None = None) -> tuple[Intent, ...]:
@@ -59,7 +65,7 @@ def load_knowledge(path: Path | None = None) -> tuple[Intent, ...]:
     intents, names = [], set()
     for table, place in zip(tables, places):
         if not isinstance(table, dict):
-            raise KnowledgeError(f"{path}, {place}: an intent is a table of name, examples, answer")
+            raise KnowledgeError(f"{path}, {place}: an intent is a table of name, examples, answer (and topic)")
         intent = _intent(table, f"{path}, {place}")
         if intent.name in names:
             raise KnowledgeError(f"{path}, {place}: intent name '{intent.name}' is used twice")
@@ -69,9 +75,10 @@ def load_knowledge(path: Path | None = None) -> tuple[Intent, ...]:
 
 
 def _intent(table: dict, where: str) -> Intent:
-    unknown = set(table) - {"name", "examples", "answer"}
+    unknown = set(table) - {"name", "examples", "answer", "topic"}
     if unknown:
-        raise KnowledgeError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; an intent has name, examples, answer")
+        raise KnowledgeError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; an intent has name, examples, answer "
+                             "and optionally topic")
     name = table.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
         raise KnowledgeError(f"{where}: 'name' must be a word of letters, digits, _ or -, got {name!r}")
@@ -81,4 +88,7 @@ def _intent(table: dict, where: str) -> Intent:
     answer = table.get("answer")
     if not isinstance(answer, str) or not answer.strip():
         raise KnowledgeError(f"{where}: intent '{name}' has no 'answer' (a non-empty string)")
-    return Intent(name, tuple(e.strip() for e in examples), answer.strip())
+    topic = table.get("topic", "")
+    if not isinstance(topic, str):
+        raise KnowledgeError(f"{where}: intent '{name}' has a 'topic' that is not a string, got {topic!r}")
+    return Intent(name, tuple(e.strip() for e in examples), answer.strip(), topic.strip())

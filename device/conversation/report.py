@@ -15,6 +15,7 @@ def turn_report(turn: Turn) -> dict:
         "turn": turn.id,
         "transcript": turn.transcript,
         "intent": answer.intent if answer else None,
+        "about": answer.about or None if answer else None,  # of an ask-back: the intent it guessed
         "score": round(answer.score, 3) if answer else None,
         "source": answer.source if answer else None,
         "answer": answer.spoken if answer else None,

@@ -336,6 +336,6 @@ class Daemon:
 
 
 def _short(report: dict) -> dict:
-    return {k: report[k] for k in ("turn", "transcript", "intent", "source", "ignored", "interrupted", "barged_in",
+    return {k: report[k] for k in ("turn", "transcript", "intent", "about", "source", "ignored", "interrupted", "barged_in",
                                    "played_s", "unsaid")} | {
         "latency_ms": report["ms"]["turn"], "asr_ms": report["ms"]["asr"]}

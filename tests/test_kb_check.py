@@ -1,0 +1,63 @@
+"""`orin-avatar kb check` and `bench intents`: overlapping intents and questions that go wrong, scored
+through the real text encoder."""
+
+import json
+
+from device.conversation.dialogue import Dialogue
+from device.conversation.kb_check import claimed_examples
+from device.conversation.knowledge import load_knowledge
+from device.settings import load_settings
+from tests.conftest import run_cli
+
+
+def test_the_bundled_knowledge_base_checks_clean():
+    result = run_cli("kb", "check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "every example is closest to its own intent" in result.stdout
+
+
+def test_an_example_another_intent_claims_is_named_with_the_one_it_is_closer_to(text_encoder, tmp_path):
+    path = tmp_path / "kb.toml"
+    path.write_text('[[intent]]\nname = "world_clock"\nexamples = ["Is there a cafe in the tower?", "What time is it in Tokyo?"]\n'
+                    'answer = "The clocks are in the tower."\n')
+    claimed = claimed_examples(Dialogue(text_encoder, load_knowledge(path), load_settings().dialogue))
+    # without itself, "What time is it in Tokyo?" would go to the built-in time, not to its own intent
+    assert [(c.intent, c.example, c.other, c.other_example) for c in claimed] == [
+        ("world_clock", "What time is it in Tokyo?", "time", "What time is it?")]
+    assert claimed[0].score >= claimed[0].own_score
+
+
+def test_questions_that_go_wrong_are_listed_and_fail_the_check(tmp_path):
+    questions = tmp_path / "questions.toml"
+    questions.write_text('questions = [["restrooms", "Where is the toilet, please?"], ["tickets", "Where is the toilet?"],\n'
+                         '             ["none", "What is the boiling point of tungsten?"]]\n')
+    result = run_cli("kb", "check", "--questions", str(questions), "--json")
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["questions"]["questions"] == 3 and report["questions"]["right"] == 2
+    assert [(m["question"], m["outcome"], m["intent"]) for m in report["missed"]] == [
+        ("Where is the toilet?", "wrong", "restrooms")]
+
+
+def test_a_questions_file_with_an_unknown_intent_is_refused_by_name(tmp_path):
+    questions = tmp_path / "questions.toml"
+    questions.write_text('questions = [["toilets", "Where is the loo?"]]\n')
+    result = run_cli("kb", "check", "--questions", str(questions))
+    assert result.returncode == 2
+    assert "entry 1: unknown intent 'toilets'" in result.stderr and "restrooms" in result.stderr
+
+
+def test_bench_intents_scores_every_question_of_the_split():
+    result = run_cli("bench", "intents", "--split", "tuning", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    rows = report["questions"]
+    assert report["answerable"]["questions"] + report["not_answerable"]["questions"] == len(rows) >= 40
+    outcomes = ("right", "asked back right", "rephrase", "asked back wrong", "wrong")
+    assert sum(report["answerable"][o] for o in outcomes) == report["answerable"]["questions"]
+    for row in rows:  # each outcome follows from the decision and the expected intent
+        if row["kind"] == "answer":
+            assert row["outcome"] == ("right" if row["intent"] == row["expected"] else "wrong")
+        if row["kind"] == "ask_back":
+            assert row["score"] < report["confident_threshold"]
+    assert report["answerable"]["right_or_asked"] > 0.5
