@@ -203,11 +203,11 @@ def test_a_dripping_llm_and_sigterm_during_a_long_reply(store, tmp_path, daemons
     daemon = Daemon(tmp_path, store, mic, config)
     daemons.append(daemon)
     daemon.wait_for("READY=1", 60)
-    deadline, speaking = time.monotonic() + 30, False
-    while time.monotonic() < deadline and not speaking:  # until the long reply is being spoken
+    deadline, phases = time.monotonic() + 30, []
+    while time.monotonic() < deadline and phases[-1:] != ["speaking"]:  # until the long reply is being spoken
         daemon.receive(time.monotonic() + 0.2)
-        speaking = daemon.status()["speaking"]
-    assert speaking
+        phases.append(daemon.status()["conversation"])
+    assert phases[0] in ("idle", "listening") and phases[-1] == "speaking", phases
     code, seconds, stderr = daemon.stop()
     assert code == 0 and seconds < 5, stderr[-2000:]
     assert "gave no usable answer" in stderr, stderr[-3000:]  # bounded: the knowledge base answered

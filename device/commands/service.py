@@ -71,6 +71,7 @@ def _status(app: App, args: argparse.Namespace) -> int:
         print_json(status)
         return 0
     print(f"orin-avatar {status['state']} (pid {status['pid']}, up {status['uptime_s']:.0f} s): {status['status']}")
+    print(f"  conversation {status['conversation']}")
     for name, model in status["models"].items():
         extra = f" - {model['reason']}" if model.get("reason") and model["kind"] == "cpu" else ""
         counts = f" engine {model['engine_calls']}, cpu {model['cpu_calls']}, fallbacks {model['fallbacks']}" if "cpu_calls" in model else ""

@@ -17,7 +17,8 @@ end is what the speaker plays). Visitor speech of `min_speech_ms` over a reply p
 (the feeding thread holds the speaker: a fade, the mouth closes); the turns thread, once the
 utterance is recognised, lets a cough or a backchannel ("mm-hm") resume the reply, or cuts the
 reply (what was played is recorded; "repeat that" says the rest) and answers the new question.
-Without barge-in, while the robot speaks only "stop" is acted on.
+Without barge-in, while the robot speaks only "stop" is acted on. The reply those threads act on, and
+the phase `status` shows, are kept by one `TurnState` (device/conversation/turn_state.py).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from device.conversation.endpointer import Endpointer, EndpointSettings
 from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, ReplyPaused, ReplyResumed, SpeechPaused,
                              SpeechResumed, SpeechStarted, TurnTimings, Utterance)
 from device.conversation.speech_out import SpeechOut, split_sentences
+from device.conversation.turn_state import Phase, TurnState
 from device.models.asr import SpeechRecognizer, Transcript
 from device.models.end_of_turn import EndOfTurnDetector
 from device.models.vad import VoiceActivityDetector
@@ -110,9 +112,7 @@ class Conversation:
         self._barge_frames = max(endpoint.frames(bargein.min_speech_ms), endpoint.frames(endpoint.onset_ms)) if self.bargein else 0
         self._speech_run = 0  # consecutive speech frames (feeding thread)
         self._barging = False  # the utterance being heard paused a reply (feeding thread)
-        self._speaking_turn: Turn | None = None  # whose reply the speech thread is on (under self._lock)
-        self._guard = int(ONSET_GUARD_S * speaker.sample_rate)
-        self._pausable_from = self._guard  # speaker sample of the reply from which speech may pause it
+        self.state: TurnState[Turn] = TurnState(int(ONSET_GUARD_S * speaker.sample_rate))
         self._verdicts: queue.SimpleQueue[EndOfTurnVerdict] = queue.SimpleQueue()  # end-of-turn thread -> feed
         self._verdict: EndOfTurnVerdict | None = None  # the latest, owned by the feeding thread
         self._judging: Future | None = None
@@ -132,9 +132,7 @@ class Conversation:
         self._judge_pool = ThreadPoolExecutor(1, thread_name_prefix="end-of-turn")
         self._speech_pool = ThreadPoolExecutor(1, thread_name_prefix="speech")
         self._pending: queue.Queue[tuple[Turn, Future[Transcript]] | str | None] = queue.Queue()
-        self._replying = threading.Event()
-        self._lock = threading.Lock()  # turn numbering, and checking-then-starting a reply
-        self._cancel = threading.Event()
+        self._lock = threading.Lock()  # turn numbering and the tally
         self._turn_thread = threading.Thread(target=self._turns, name="turns", daemon=True)
         self._turn_thread.start()
 
@@ -150,7 +148,7 @@ class Conversation:
         events = self._take_verdicts()
         if self.bargein is not None:
             self._watch_for_barge_in(probability >= self.endpointer.settings.vad_threshold)
-        for event in events + self.endpointer.push(frame, probability, over_floor=not self._replying.is_set()):
+        for event in events + self.endpointer.push(frame, probability, over_floor=not self.state.replying):
             if isinstance(event, (SpeechStarted, Utterance)):
                 self.observer(event)
             if isinstance(event, SpeechPaused):
@@ -168,12 +166,11 @@ class Conversation:
     def _watch_for_barge_in(self, speech: bool) -> None:
         """Enough speech over a reply pauses it now; the turns thread decides what follows once the
         utterance is recognised."""
-        guarded = self.speaker.played < self._pausable_from
+        guarded = self.state.guarded(self.speaker.played)
         self._speech_run = self._speech_run + 1 if speech and not guarded else 0
-        if self._speech_run != self._barge_frames or not self._replying.is_set() or self.speaker.held:
+        if self._speech_run != self._barge_frames:
             return
-        with self._lock:
-            turn = self._speaking_turn
+        turn = self.state.pause()
         if turn is None:
             return
         self.speaker.hold()
@@ -207,7 +204,7 @@ class Conversation:
 
     def announce(self, intent: str, text: str) -> bool:
         """Say `text` unprompted (a greeting when a visitor arrives); False if the robot is busy."""
-        if self._replying.is_set() or self.speaker.busy:
+        if self.state.replying or self.speaker.busy:
             return False
         now = time.monotonic()
         with self._lock:
@@ -249,18 +246,22 @@ class Conversation:
 
     def idle(self) -> bool:
         """No utterance being heard, recognised or answered, and the speaker silent."""
-        return (not self.endpointer.speaking and self._pending.empty() and not self._replying.is_set()
-                and not self.speaker.busy and all(t.done.is_set() for t in self.turns))
+        return self.phase() == Phase.IDLE and not self.speaker.busy
+
+    def phase(self) -> Phase:
+        """Idle, listening, thinking, speaking or interrupted (for status), from any thread."""
+        answering = not self._pending.empty() or not all(t.done.is_set() for t in list(self.turns))
+        return self.state.phase(hearing=self.endpointer.speaking, answering=answering)
 
     def interrupt(self, message: Interrupt) -> None:
         log.info("interrupt: %s", message.reason)
-        self._cancel.set()
+        self.state.cancel()
         self.speaker.stop()
         self.observer(message)
 
     def close(self) -> None:
         """Stop now: the reply being spoken is cut (a SIGTERM must not wait for it), the cache stops filling."""
-        self._cancel.set()
+        self.state.cancel()
         self.speaker.stop()
         self.speech.stop_preparing()
         self._pending.put(None)
@@ -296,13 +297,8 @@ class Conversation:
     def _start_reply(self, turn: Turn, cancel: threading.Event) -> bool:
         """Start speaking `turn`'s answer unless a reply is already going (check and start are one step);
         `cancel` (which the answer's stream, if any, already watches) is what an interruption sets."""
-        with self._lock:
-            if self._replying.is_set() or self.speaker.busy:
-                return False
-            self._replying.set()
-            self._cancel = cancel
-            self._speaking_turn = turn
-            self._pausable_from = self._guard
+        if not self.state.start(turn, cancel, self.speaker.busy):
+            return False
         self._speech_pool.submit(self._reply, turn, cancel)
         return True
 
@@ -385,9 +381,7 @@ class Conversation:
         log.info("turn %d: %r over the reply: %s, it goes on", turn.id, turn.transcript, why)
 
     def _unpause(self) -> None:
-        with self._lock:
-            speaking = self._speaking_turn
-        self._pausable_from = self.speaker.played + self._guard
+        speaking = self.state.resume(self.speaker.played)
         self.speaker.resume()
         if speaking is not None:
             self.observer(ReplyResumed(speaking.id))
@@ -395,12 +389,9 @@ class Conversation:
     def _cut_reply(self, interrupt: Interrupt) -> None:
         """End the paused reply for good, wait for its speech thread, and tell the dialogue what was
         not said (for "repeat that")."""
-        with self._lock:
-            cut = self._speaking_turn
+        cut = self.state.speaking_turn
         self.interrupt(interrupt)
-        deadline = time.monotonic() + CUT_WAIT_S
-        while self._replying.is_set() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        self.state.wait_finished(CUT_WAIT_S)
         if cut is not None and cut.unsaid:
             self.dialogue.cut_short(cut.unsaid)
 
@@ -428,9 +419,7 @@ class Conversation:
             turn.ignored = "could not be spoken"
             log.exception("turn %d: the reply %r could not be spoken", turn.id, turn.answer.spoken[:200])
         finally:
-            with self._lock:
-                self._speaking_turn = None
-            self._replying.clear()
+            self.state.finished(turn)
             self._finish(turn)
             ms = turn.timings.stages_ms()
             log.info("turn %d: %r -> %s (%.2f, %s) answered in %s ms%s", turn.id, turn.transcript, turn.answer.intent,

@@ -319,7 +319,7 @@ class Daemon:
             models[name] = entry
         return {
             "state": self.state, "pid": os.getpid(), "uptime_s": round(time.monotonic() - self.started, 1),
-            "speaking": self.speaker.busy,
+            "conversation": conversation.phase().value,  # idle, listening, thinking, speaking, interrupted
             "status": self.notifier.last_status, "models": models,
             "devices": {"microphone": self.microphone.state,
                         "speaker": f"file {self.options.speaker}" if self.options.speaker else self.speaker.state,
