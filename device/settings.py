@@ -242,6 +242,7 @@ class BargeInSettings:
     enabled: bool  # visitor speech during a reply pauses it; a question cuts it and is answered
     min_speech_ms: int  # speech this long (on the echo-cancelled signal) pauses the reply
     min_question_ms: int  # a pausing utterance shorter than this (a cough, "mm-hm") lets the reply go on
+    sure_question_ms: int  # shorter than this, it cuts the reply only if the dialogue is sure what it asks
     echo_canceller: str  # "webrtc" (AEC3) or "none"
 
     def __post_init__(self) -> None:
@@ -249,6 +250,9 @@ class BargeInSettings:
             raise ValueError(f"min_speech_ms must be between {FRAME * 1000 // SPEECH_RATE} and 2000 ms, got {self.min_speech_ms}")
         if not 0 <= self.min_question_ms <= 5000:
             raise ValueError(f"min_question_ms must be between 0 and 5000 ms, got {self.min_question_ms}")
+        if not self.min_question_ms <= self.sure_question_ms <= 5000:
+            raise ValueError(f"sure_question_ms must be between min_question_ms ({self.min_question_ms}) and 5000 ms, "
+                             f"got {self.sure_question_ms}")
         if self.echo_canceller not in ECHO_CANCELLERS:
             raise ValueError(f"echo_canceller must be one of {', '.join(ECHO_CANCELLERS)}, got {self.echo_canceller!r}")
 

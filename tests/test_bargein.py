@@ -10,6 +10,7 @@ from engines.model_specs import FRAME, SPEECH_RATE
 
 from device.audio_file import resample
 from device.conversation.visit import bundled_questions
+from device.models.voices import VOICES, load_voices, speak
 from device.messages import ReplyChunk
 from device.sound.echo_canceller import EchoCanceller
 from device.sound.echo_room import DEVICE_BUFFER_MS, MIC_GAIN, EchoPath, EchoRoom, active_rms
@@ -157,14 +158,17 @@ def _daemon_in_the_echo_room(store, tmp_path, started: list, over_the_reply: np.
 
 
 def test_daemon_through_the_echo_room_a_question_cuts_the_reply_and_is_answered(store, tmp_path, daemons):  # noqa: F811
-    """A question asked over the opening hours' answer cuts it and gets its own answer; status counts it."""
-    tickets = next(q.audio for q in bundled_questions() if q.name == "04-tickets.wav")
-    daemon, status = _daemon_in_the_echo_room(store, tmp_path, daemons, tickets, answered=3)
+    """A question asked over the opening hours' answer cuts it and gets its own answer; status counts it.
+    (The restrooms question: the tickets one begins "How much", which double talk often mangles, e.g.
+    "Howlch is a ticket", then too far from any example to be answered; `bench bargein` counts how
+    often an interrupting question gets the intent it gets in silence.)"""
+    restrooms = next(q.audio for q in bundled_questions() if q.name == "03-restrooms.wav")
+    daemon, status = _daemon_in_the_echo_room(store, tmp_path, daemons, restrooms, answered=3)
     heard = [(t["transcript"], t["intent"], t["ignored"], t["interrupted"]) for t in status["turns"]]
-    # through the echo room the question may be heard a little wrong ("Apple is a ticket for a student."),
-    # and asking back about tickets is then the right reply
+    # through the echo room the question may be heard a little wrong, and asking back about the
+    # restrooms is then the right reply
     assert [(t["about"] or t["intent"], t["interrupted"]) for t in status["turns"] if not t["ignored"]] == [
-        ("wifi", False), ("opening_hours", True), ("tickets", False)], heard
+        ("wifi", False), ("opening_hours", True), ("restrooms", False)], heard
     _, cut, question = [t for t in status["turns"] if not t["ignored"]]
     assert 0 < cut["played_s"] < 5 and cut["unsaid"]  # what was played of the cut reply, and what was not
     assert question["barged_in"] and not cut["barged_in"]
@@ -172,3 +176,15 @@ def test_daemon_through_the_echo_room_a_question_cuts_the_reply_and_is_answered(
     assert status["bargein"]["enabled"] and status["bargein"]["erle_db"] > 10
     assert "barge-in     on (echo canceller webrtc" in daemon.cli("status").stdout
 
+
+def test_daemon_through_the_echo_room_mm_hm_over_a_reply_lets_it_go_on(store, tmp_path, daemons):  # noqa: F811
+    """Only "Mm-hm." over the opening hours' answer: the reply is not cut (paused and resumed, or not paused)."""
+    (joe,) = [v for v in VOICES if v.name == "joe"]
+    mm_hm = speak(load_voices(store), joe, "Mm-hm.")[0]
+    _, status = _daemon_in_the_echo_room(store, tmp_path, daemons, mm_hm, answered=2)
+    heard = [(t["transcript"], t["intent"], t["ignored"], t["interrupted"]) for t in status["turns"]]
+    assert [(t["intent"], t["interrupted"]) for t in status["turns"] if not t["ignored"]] == [
+        ("wifi", False), ("opening_hours", False)], heard
+    assert "barge-in: cut a reply" not in status["tally"], status["tally"]
+    paused = status["tally"].get("barge-in: paused a reply", 0)
+    assert paused == sum(t["barged_in"] for t in status["turns"]), heard  # each pause resumed by its own turn

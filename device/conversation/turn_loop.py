@@ -360,14 +360,20 @@ class Conversation:
                  extra={"TURN_ID": turn.id, "INTENT": answer.intent})
 
     def _barge_in_wins(self, turn: Turn) -> bool:
-        """An utterance that paused a reply: a cough or a backchannel lets the reply go on (False); anything
-        else (a question, "stop") ends the reply, which is then answered as a turn of its own (True)."""
+        """An utterance that paused a reply: a cough, a backchannel, or a short utterance the dialogue cannot
+        place (a mis-heard "mm-hm") lets the reply go on (False); anything else (a question, "stop") ends
+        the reply, which is then answered as a turn of its own (True)."""
         if _backchannel(turn.transcript):
             self._resume(turn, "a backchannel")
             return False
-        short = turn.utterance.seconds * 1000 < self.bargein.min_question_ms
-        if short and self.dialogue.rank(turn.transcript)[0][0] != STOP:
+        speech_ms = turn.utterance.seconds * 1000
+        decision = self.dialogue.decide(turn.transcript)
+        if speech_ms < self.bargein.min_question_ms and decision.intent != STOP:
             self._resume(turn, "too short for a question")
+            return False
+        sure = decision.kind == "answer" and decision.score >= self.dialogue.settings.confident_threshold
+        if speech_ms < self.bargein.sure_question_ms and not sure:
+            self._resume(turn, "short, and not a question the robot knows")
             return False
         self._cut_reply(Interrupt("the visitor talked over the reply"))
         self._count("barge-in: cut a reply")
