@@ -21,7 +21,7 @@ from tests.conftest import run_cli, skimage_bgr
 @pytest.fixture(scope="module")
 def portrait(store, tmp_path_factory):
     photo = cv2.imread(str(SAMPLE_PHOTO))
-    landmarks = cached_landmarks(SAMPLE_PHOTO, photo, store, cache_dir=tmp_path_factory.mktemp("portraits"))
+    landmarks = cached_landmarks(photo, store, cache_dir=tmp_path_factory.mktemp("portraits"))
     return PortraitRenderer(photo, landmarks, 1280, 720)
 
 
@@ -95,10 +95,10 @@ def test_the_bundled_photo_is_usable_and_the_cli_says_why_another_is_not(tmp_pat
 
 def test_the_landmarks_stay_in_the_state_directory_readable_by_the_service_only(store, tmp_path):
     photo = cv2.imread(str(SAMPLE_PHOTO))
-    first = cached_landmarks(SAMPLE_PHOTO, photo, store, cache_dir=tmp_path / "portraits")
+    first = cached_landmarks(photo, store, cache_dir=tmp_path / "portraits")
     (cached,) = (tmp_path / "portraits").iterdir()
     assert stat.S_IMODE(cached.stat().st_mode) == 0o600 and stat.S_IMODE((tmp_path / "portraits").stat().st_mode) == 0o700
-    again = cached_landmarks(SAMPLE_PHOTO, photo, store, cache_dir=tmp_path / "portraits")
+    again = cached_landmarks(photo, store, cache_dir=tmp_path / "portraits")
     assert np.array_equal(first.points, again.points)
 
 

@@ -51,12 +51,12 @@ class FaceRig:
     region: tuple[int, int, int, int]  # x0, y0, x1, y1 in frame pixels
     grid: tuple[int, int]  # coarse cells: rows, columns
     fields: tuple[tuple[tuple[slice, slice], np.ndarray], ...]  # per motion of MOTIONS
-    moves: dict[str, np.ndarray]  # each motion's displacement of every control point, for the lips' outline
+    moves: np.ndarray  # per motion of MOTIONS, its displacement of every control point (for the lips' outline)
     rest: np.ndarray  # the control points (468 mesh points, then each iris's centre and ring) in frame pixels
 
     def point_offsets(self, weights: np.ndarray) -> np.ndarray:
         """Where the control points are for these motion weights, relative to rest."""
-        return np.tensordot(weights, np.stack([self.moves[m] for m in MOTIONS]), axes=1)
+        return np.tensordot(weights, self.moves, axes=1)
 
 
 def face_height(points: np.ndarray) -> float:
@@ -73,7 +73,7 @@ def build_rig(points: np.ndarray, irises: np.ndarray, iris_radius: float, frame_
     region = _region(points, unit, frame_size)
     moves = _moves(rest, points, unit, iris_radius, frame_height)
     fields = [_backward_field(rest, moves[m], region) for m in MOTIONS]
-    return FaceRig(region, fields[0].shape[:2], tuple(_trimmed(f) for f in fields), moves, rest)
+    return FaceRig(region, fields[0].shape[:2], tuple(_trimmed(f) for f in fields), np.stack([moves[m] for m in MOTIONS]), rest)
 
 
 def _trimmed(field: np.ndarray) -> tuple[tuple[slice, slice], np.ndarray]:

@@ -23,7 +23,7 @@ from engines.store.model_store import ModelStore, state_home
 from device.avatar.face_rig import (BROWS, EYES_LOWER, EYES_UPPER, HEAD_SHIFT, LIPS_INNER_LOWER, LIPS_INNER_UPPER, MOTIONS,
                                    FaceRig, build_rig, face_height)
 from device.avatar.mouths import REST
-from device.avatar.renderer import SHIFT, Pose
+from device.avatar.renderer import SHIFT, Pose, blend
 from device.models import catalog
 from device.models.face_mesh import FaceLandmarks
 
@@ -53,11 +53,11 @@ def locate_face(photo: np.ndarray, store: ModelStore, threads: int = 1) -> FaceL
     return catalog.load_face_mesh(store, threads).landmarks(photo, faces[0])
 
 
-def cached_landmarks(path: Path, photo: np.ndarray, store: ModelStore, threads: int = 1,
-                     cache_dir: Path | None = None) -> FaceLandmarks:
-    """The face's landmarks, from the state directory's cache when this photo was seen before."""
+def cached_landmarks(photo: np.ndarray, store: ModelStore, threads: int = 1, cache_dir: Path | None = None) -> FaceLandmarks:
+    """The face's landmarks, from the state directory's cache when this photo (its pixels, whatever the
+    file is called) was seen before."""
     cache_dir = cache_dir or state_home() / "portraits"
-    key = hashlib.sha256(path.read_bytes()).hexdigest()[:32]
+    key = hashlib.sha256(f"{photo.shape}".encode() + photo.tobytes()).hexdigest()[:32]
     cached = cache_dir / f"{key}.v{CACHE_VERSION}.npz"
     if cached.is_file():
         with np.load(cached) as saved:
@@ -161,5 +161,4 @@ class PortraitRenderer:
                     0, 0, 180, TEETH, -1, cv2.LINE_AA, SHIFT)
         cv2.ellipse(inside, (int((lower[:, 0].mean() - bx0) * 16), int((lower[:, 1].max() - by0) * 16)),
                     (int(width * 0.3 * 16), int(gap * 0.45 * 16)), 0, 180, 360, TONGUE, -1, cv2.LINE_AA, SHIFT)
-        alpha = (mask.astype(np.float32) / 255)[..., None]
-        box[:] = (box * (1 - alpha) + inside * alpha).astype(np.uint8)
+        blend(box, inside, mask)

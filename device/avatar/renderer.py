@@ -172,8 +172,7 @@ class Renderer:
         patch = np.empty_like(box)
         patch[:] = fill
         draw(patch, local)
-        alpha = (mask.astype(np.float32) / 255)[..., None]
-        box[:] = (box * (1 - alpha) + patch * alpha).astype(np.uint8)
+        blend(box, patch, mask)
 
     @staticmethod
     def _ellipse(frame, centre, axes, colour, thickness, arc=(0, 360)) -> None:
@@ -183,3 +182,9 @@ class Renderer:
     @staticmethod
     def _polygon(frame, points: np.ndarray, colour) -> None:
         cv2.fillPoly(frame, [np.round(np.asarray(points) * 16).astype(np.int32)], colour, cv2.LINE_AA, SHIFT)
+
+
+def blend(box: np.ndarray, patch: np.ndarray, mask: np.ndarray) -> None:
+    """`patch` over `box` in place where the 8-bit `mask` is set, its anti-aliased edge blended."""
+    alpha = (mask.astype(np.float32) / 255)[..., None]
+    box[:] = (box * (1 - alpha) + patch * alpha).astype(np.uint8)

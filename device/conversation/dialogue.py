@@ -131,7 +131,10 @@ class Dialogue:
 
     def decide(self, question: str) -> Decision:
         """The knowledge base's and built-ins' verdict on `question`, without an LLM or the visit's memory."""
-        intent, score = self.rank(question)[0]
+        return self._decided(self.rank(question))
+
+    def _decided(self, ranking: list[tuple[str, float]]) -> Decision:
+        intent, score = ranking[0]
         if score < self.settings.threshold:
             return Decision(REPHRASE, intent, score)
         if intent in self._actions:  # acting on a guess (the time for the opening hours) is worse than asking again
@@ -150,10 +153,11 @@ class Dialogue:
                 return self._remember(question, self._answer_of(guess))
             if replied == "no":
                 return self._remember(question, Answer(REPHRASE, guess.score, NOT_IT_ANSWER, "fallback"))
-        decision = self.decide(question)
+        ranking = self.rank(question)
+        decision = self._decided(ranking)
         acts = decision.intent in self._actions and decision.kind == "answer"  # the LLM cannot tell the time
         if self.llm is not None and not acts and decision.score < self.llm.settings.knowledge_threshold:
-            reply = self._ask_llm(question, self.rank(question), cancelled or threading.Event())
+            reply = self._ask_llm(question, ranking, cancelled or threading.Event())
             if reply is not None:
                 return self._remember(question, Answer("llm", decision.score, "", "llm", reply))
         if decision.kind == REPHRASE:
