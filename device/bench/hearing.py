@@ -20,7 +20,7 @@ from engines.model_specs import FRAME, SPEECH_RATE
 
 from device.bench.hall import LEAD_S, SPLITS, TAIL_S, Hall, at_snr, load_questions
 from device.conversation.endpointer import Endpointer
-from device.conversation.kb_check import outcome
+from device.conversation.kb_check import outcome, tally
 from device.messages import Utterance
 from device.models import catalog
 from device.models.asr import word_error_rate, words
@@ -93,10 +93,10 @@ def heard(audio: np.ndarray, vad, settings) -> list[Utterance]:
 def _summary(snr: float | None, rows: list[dict]) -> dict:
     errors = sum(r["wer"] * r["reference_words"] for r in rows)
     ended = sorted(r["ended_ms"] for r in rows if r["ended_ms"] is not None)
+    counts = tally(rows)  # a question not heard counts against every share
     return {"snr_db": snr, "wer": round(errors / max(1, sum(r["reference_words"] for r in rows)), 3),
-            "intent_accuracy": round(sum(r["outcome"] == "right" for r in rows) / len(rows), 3),
-            "right_or_asked": round(sum(r["outcome"] in ("right", "asked back right") for r in rows) / len(rows), 3),
-            "wrong": sum(r["outcome"] == "wrong" for r in rows),
+            "intent_accuracy": round(counts["right"] / len(rows), 3), "right_or_asked": counts["right_or_asked"],
+            "wrong": counts["wrong"],
             "heard": sum(r["ended_ms"] is not None for r in rows),
             "false_utterances": sum(r["false_utterances"] for r in rows),
             "ended_after_question_ms_p50": ended[len(ended) // 2] if ended else None,

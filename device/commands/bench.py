@@ -12,6 +12,7 @@ from device.app import App
 from device.bench.bargein import ECHO_LEVELS_DB, measure_bargein
 from device.bench.hearing import CONDITIONS, measure_hearing
 from device.bench.intents import measure_intents
+from device.conversation.kb_check import tally_line
 from device.bench.io import measure_io
 from device.bench.models import WARMUP, WORKLOADS, measure_models
 from device.bench.render import measure_render
@@ -176,9 +177,7 @@ def _intents(app: App, args: argparse.Namespace) -> int:
     print(f"{args.split} split, threshold {report['threshold']}, confident above {report['confident_threshold']}:")
     for name in ("answerable", "not_answerable"):
         t = report[name]
-        print(f"  {name.replace('_', ' '):<15} {t['questions']:>3}: right {t['right']}, asked back right {t['asked back right']}, "
-              f"rephrase {t['rephrase']}, asked back wrong {t['asked back wrong']}, wrong {t['wrong']}; "
-              f"right or asked back right {t['right_or_asked']:.1%}")
+        print(f"  {name.replace('_', ' '):<15} {t['questions']:>3}: {tally_line(t)}; right or asked back right {t['right_or_asked']:.1%}")
     for r in report["questions"]:
         if r["outcome"] != "right":
             print(f"    {r['outcome']:<16} {r['score']:.2f} {r['intent']:<15} \"{r['question']}\" (expected {r['expected']})")

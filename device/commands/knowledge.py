@@ -9,7 +9,7 @@ from pathlib import Path
 
 from device.app import App
 from device.commands.context import print_json
-from device.conversation.kb_check import claimed_examples, judge, load_questions, tally
+from device.conversation.kb_check import claimed_examples, judge, load_questions, tally, tally_line
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -51,8 +51,7 @@ def _print(knowledge: str, intents: int, claimed, rows: list[dict], missed: list
     if not rows:
         return
     t = tally(rows)
-    print(f"questions: {t['questions']}: right {t['right']}, asked back right {t['asked back right']}, asked to rephrase "
-          f"{t['rephrase']}, asked back wrong {t['asked back wrong']}, wrong {t['wrong']}")
+    print(f"questions: {t['questions']}: {tally_line(t)}")
     for r in missed:
         did = {"answer": f"answered {r['intent']}", "ask_back": f"asked back about {r['intent']}",
                "rephrase": "asked to rephrase"}[r["kind"]]

@@ -57,6 +57,12 @@ def tally(rows: list[dict]) -> dict:
             "right_or_asked": round((counts["right"] + counts["asked back right"]) / max(1, len(rows)), 3)}
 
 
+def tally_line(counts: dict) -> str:
+    """A tally in words, for the commands that print one."""
+    return (f"right {counts['right']}, asked back right {counts['asked back right']}, asked to rephrase {counts['rephrase']}, "
+            f"asked back wrong {counts['asked back wrong']}, wrong {counts['wrong']}")
+
+
 def claimed_examples(dialogue: Dialogue) -> list[Claimed]:
     """The knowledge base's examples that, asked as they are written, would not go to their own intent
     if the example itself were missing: the intents overlap there (leave-one-out over all examples,
