@@ -105,8 +105,8 @@ def test_a_failing_model_leaves_the_fixed_hangover_and_says_so(make_conversation
 
 
 def test_the_evaluation_set_has_both_splits_with_real_pauses_and_the_fixed_hangover_cuts_each_pause(store, vad):
-    for split in ("tuning", "held-apart"):
-        cases = load_cases(store, split)
+    splits = {split: load_cases(store, split) for split in ("tuning", "held-apart")}
+    for cases in splits.values():
         assert len(cases) >= 30 and len({c.voice for c in cases}) >= 4
         paused = [c for c in cases if c.pause_ms]
         assert len(paused) == len(cases) // 2 and {c.pause_ms for c in paused} <= set(PAUSES_MS)
@@ -114,7 +114,6 @@ def test_the_evaluation_set_has_both_splits_with_real_pauses_and_the_fixed_hango
             quiet = np.abs(case.audio[8000:case.speech_end]) < 1e-3
             runs = np.diff(np.flatnonzero(np.diff(np.concatenate([[0], quiet.astype(int), [0]]))))[::2]
             assert runs.max() >= 0.9 * case.pause_ms * 16, case.text
-    texts = {c.text for c in load_cases(store, "tuning")}
-    assert not texts & {c.text for c in cases}  # held apart: no question in both splits
-    results = evaluate(cases[:8], vad, None, ENDPOINT)  # 400 ms of silence ends every 600-1000 ms pause
+    assert not {c.text for c in splits["tuning"]} & {c.text for c in splits["held-apart"]}  # no question in both
+    results = evaluate(splits["held-apart"][:8], vad, None, ENDPOINT)  # 400 ms of silence ends every 600-1000 ms pause
     assert [r.cut for r in results] == [bool(r.case.pause_ms) for r in results]

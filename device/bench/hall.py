@@ -44,13 +44,14 @@ class HallQuestion:
         return int(loud[-1]) + 1
 
 
-def load_questions(store, split: str, threads: int = 1) -> tuple[list[HallQuestion], list[np.ndarray]]:
-    """The split's questions (voices in rotation) and its six babble talkers' dry streams."""
+def load_questions(store, split: str, threads: int = 1, limit: int | None = None) -> tuple[list[HallQuestion], list[np.ndarray]]:
+    """The split's questions (voices in rotation; its first `limit` only, if given) and its six babble
+    talkers' dry streams."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     listing = tomllib.loads(HALL_FILE.read_text())
     voices = load_voices(store, threads)
-    rows = [q for q in listing["question"] if q["split"] == split]
+    rows = [q for q in listing["question"] if q["split"] == split][:limit]
     questions = [HallQuestion(q["text"], q["intent"], VOICES[i % len(VOICES)].name,
                               speak(voices, VOICES[i % len(VOICES)], q["text"])[0]) for i, q in enumerate(rows)]
     rng = np.random.default_rng(SPLITS.index(split))

@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 
+from engines.errors import InputError
 from engines.model_specs import FRAME, SPEECH_RATE
 
 from device.bench.hall import LEAD_S, SPLITS, TAIL_S, Hall, at_snr, load_questions
@@ -33,12 +34,15 @@ BABBLE_ONLY_S = 60.0
 SEED = 7
 
 
-def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = CONDITIONS) -> dict:
+def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = CONDITIONS, limit: int | None = None) -> dict:
+    """`limit`: only the split's first questions (a quick look; they are in the order of the intents)."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if limit is not None and limit < 1:
+        raise InputError(f"--questions must be 1 or more, got {limit}")
     vad, asr = catalog.load_vad(app.store), catalog.load_asr(app.store, app.threads)
     dialogue = app.dialogue()
-    questions, talkers = load_questions(app.store, split, app.threads)
+    questions, talkers = load_questions(app.store, split, app.threads, limit)
     hall = Hall(len(talkers), SEED)
     voiced = [_level(hall.visitor(q.audio)) for q in questions]
     report = {"split": split, "threads": app.threads, "questions": len(questions), "conditions": []}

@@ -57,6 +57,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                          help="held-apart (default: only ever measured) or tuning (what settings may be chosen on)")
     hearing.add_argument("--snr", type=float, action="append", metavar="DB",
                          help="babble levels to try, dB under the visitor's speech, after the quiet room (default: 20, 10, 5, 0)")
+    hearing.add_argument("--questions", type=int, metavar="N",
+                         help="only the split's first N questions (a quick look; default: all 22)")
     hearing.add_argument("--json", action="store_true", help="print JSON, every question included")
     hearing.set_defaults(run=_hearing)
 
@@ -153,7 +155,7 @@ def _pauses(app: App, args: argparse.Namespace) -> int:
 
 
 def _hearing(app: App, args: argparse.Namespace) -> int:
-    report = measure_hearing(app, args.split, (None, *args.snr) if args.snr else CONDITIONS)
+    report = measure_hearing(app, args.split, (None, *args.snr) if args.snr else CONDITIONS, args.questions)
     if args.json:
         print_json(report)
         return 0
