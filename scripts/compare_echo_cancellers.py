@@ -12,7 +12,8 @@ visit's questions said over it 2 or 3.5 s in. The far end is given exactly align
 microphone (as PlaybackTimeline does). Reported: ERLE over the echo alone, onsets of speech detected
 on the output before the visitor speaks (each would pause the reply: a self-interruption), and the
 time from the visitor's onset to detection (Silero VAD >= 0.5 for 3 frames of 32 ms, as barge-in's
-96 ms), and the visitors never detected. Offline and aligned: the live figures are `bench bargein`'s.
+96 ms), and the visitors never detected. Then the two together: AEC3's output as now, or a longer
+run of speech on SpeexDSP's linear output. Offline and aligned: the live figures are `bench bargein`'s.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ REPLY = ("We are open from nine in the morning until six in the evening, every d
          "On Thursdays we stay open until nine at night, and the last admission is one hour before closing.")
 QUESTIONS = ("02-opening.wav", "03-restrooms.wav", "04-tickets.wav", "05-wifi.wav")
 ONSET_FRAMES = 3  # barge-in's min_speech_ms (96) in 32 ms VAD frames
+LINEAR_RUNS = (3, 5, 8, 12)  # frames of speech on SpeexDSP's linear output that would pause a reply too
 
 
 def main() -> None:
@@ -68,6 +70,24 @@ def main() -> None:
             timing = f"{np.median(heard):.0f} / {max(heard):.0f}" if heard else "-"
             print(f"| {level:+.0f} dB | {name} | {np.median(erle):.1f} dB | {false} | {timing} | "
                   f"{len(delays) - len(heard)} | {cost / blocks * 1000:.2f} ms |", flush=True)
+    print("\nBoth: a pause on AEC3's output (3 frames), or on SpeexDSP's linear output after N frames")
+    print("| echo | N | onsets on the echo alone (8 replies) | visitor onset -> detected p50 / max (ms) | never detected |")
+    print("|---|---|---|---|---|")
+    for level in (0.0, 6.0, 12.0):
+        cases = [_case(reply, visitor, level, 5 + 18 * k, at, seed=k)
+                 for k, visitor in enumerate(visitors) for at in (2.0, 3.5)]
+        outputs = [(vad.probabilities(_pywebrtc(near, far)), vad.probabilities(_speex(False)(near, far)), second, onset)
+                   for near, far, second, onset in cases]
+        for frames in LINEAR_RUNS:
+            false, delays = 0, []
+            for aec3, linear, second, onset in outputs:
+                linear_hits = _runs(linear, frames)
+                false += sum(second <= h < onset for h in linear_hits)
+                hits = sorted(_runs(aec3, ONSET_FRAMES) + linear_hits)
+                delays.append(next(((h - onset) / SPEECH_RATE * 1000 for h in hits if h >= onset), None))
+            heard = [d for d in delays if d is not None]
+            print(f"| {level:+.0f} dB | {frames} | {false} | {np.median(heard):.0f} / {max(heard):.0f} | "
+                  f"{len(delays) - len(heard)} |", flush=True)
 
 
 def _case(reply: np.ndarray, visitor: np.ndarray, level_db: float, delay_ms: float, at_s: float, seed: int):
@@ -89,11 +109,15 @@ def _case(reply: np.ndarray, visitor: np.ndarray, level_db: float, delay_ms: flo
 
 
 def _onsets(vad, audio: np.ndarray) -> list[int]:
-    """Samples at which ONSET_FRAMES consecutive frames of speech have been heard."""
+    return _runs(vad.probabilities(audio), ONSET_FRAMES)
+
+
+def _runs(probabilities: np.ndarray, frames: int) -> list[int]:
+    """Samples at which `frames` consecutive frames of speech have been heard."""
     run, hits = 0, []
-    for k, probability in enumerate(vad.probabilities(audio)):
+    for k, probability in enumerate(probabilities):
         run = run + 1 if probability >= 0.5 else 0
-        if run == ONSET_FRAMES:
+        if run == frames:
             hits.append((k + 1) * FRAME)
     return hits
 
