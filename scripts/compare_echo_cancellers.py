@@ -49,45 +49,47 @@ def main() -> None:
     visitors = [read_audio(SAMPLES / "visit" / name) for name in QUESTIONS]
     cancellers = {"none": lambda near, far: near, "livekit AEC3": _livekit, "pywebrtc-audio AEC3": _pywebrtc,
                   "pyaec linear": _speex(False), "pyaec + suppressor": _speex(True)}
+    both = []  # the second table's rows, from the same outputs
     print("| echo | canceller | ERLE (median) | self-triggered onsets in 8 replies | onset -> detected p50 / max (ms) | never detected | cost per 10 ms |")
     print("|---|---|---|---|---|---|---|")
     for level in (0.0, 6.0, 12.0):
         cases = [_case(reply, visitor, level, 5 + 18 * k, at, seed=k)
                  for k, visitor in enumerate(visitors) for at in (2.0, 3.5)]
+        speech = {}  # canceller -> the VAD's probabilities on its output, per case
         for name, cancel in cancellers.items():
-            erle, false, delays, cost = [], 0, [], 0.0
+            erle, cost, speech[name] = [], 0.0, []
             for near, far, second, onset in cases:
                 started = time.perf_counter()
                 out = cancel(near, far)
                 cost += time.perf_counter() - started
                 echo_alone = slice(second + SPEECH_RATE // 2, onset - SPEECH_RATE // 10)
                 erle.append(10 * np.log10(np.sum(near[echo_alone] ** 2) / max(np.sum(out[echo_alone] ** 2), 1e-12)))
-                hits = _onsets(vad, out)
-                false += sum(second <= h < onset for h in hits)
-                delays.append(next(((h - onset) / SPEECH_RATE * 1000 for h in hits if h >= onset), None))
-            heard = [d for d in delays if d is not None]
+                speech[name].append(vad.probabilities(out))
+            false, timing, missed = _detections([_runs(p, ONSET_FRAMES) for p in speech[name]], cases)
             blocks = sum(len(c[0]) for c in cases) / BLOCK
-            timing = f"{np.median(heard):.0f} / {max(heard):.0f}" if heard else "-"
             print(f"| {level:+.0f} dB | {name} | {np.median(erle):.1f} dB | {false} | {timing} | "
-                  f"{len(delays) - len(heard)} | {cost / blocks * 1000:.2f} ms |", flush=True)
+                  f"{missed} | {cost / blocks * 1000:.2f} ms |", flush=True)
+        for frames in LINEAR_RUNS:
+            linear = [_runs(p, frames) for p in speech["pyaec linear"]]
+            false = _detections(linear, cases)[0]  # the onsets on the echo alone are the linear output's
+            hits = [sorted(_runs(p, ONSET_FRAMES) + h) for p, h in zip(speech["pywebrtc-audio AEC3"], linear)]
+            _, timing, missed = _detections(hits, cases)
+            both.append(f"| {level:+.0f} dB | {frames} | {false} | {timing} | {missed} |")
     print("\nBoth: a pause on AEC3's output (3 frames), or on SpeexDSP's linear output after N frames")
     print("| echo | N | onsets on the echo alone (8 replies) | visitor onset -> detected p50 / max (ms) | never detected |")
     print("|---|---|---|---|---|")
-    for level in (0.0, 6.0, 12.0):
-        cases = [_case(reply, visitor, level, 5 + 18 * k, at, seed=k)
-                 for k, visitor in enumerate(visitors) for at in (2.0, 3.5)]
-        outputs = [(vad.probabilities(_pywebrtc(near, far)), vad.probabilities(_speex(False)(near, far)), second, onset)
-                   for near, far, second, onset in cases]
-        for frames in LINEAR_RUNS:
-            false, delays = 0, []
-            for aec3, linear, second, onset in outputs:
-                linear_hits = _runs(linear, frames)
-                false += sum(second <= h < onset for h in linear_hits)
-                hits = sorted(_runs(aec3, ONSET_FRAMES) + linear_hits)
-                delays.append(next(((h - onset) / SPEECH_RATE * 1000 for h in hits if h >= onset), None))
-            heard = [d for d in delays if d is not None]
-            print(f"| {level:+.0f} dB | {frames} | {false} | {np.median(heard):.0f} / {max(heard):.0f} | "
-                  f"{len(delays) - len(heard)} |", flush=True)
+    print("\n".join(both))
+
+
+def _detections(hits: list[list[int]], cases) -> tuple[int, str, int]:
+    """Over the cases: onsets before the visitor spoke, onset -> first detection p50 / max (ms), and
+    the visitors never detected."""
+    false, delays = 0, []
+    for case_hits, (_, _, second, onset) in zip(hits, cases):
+        false += sum(second <= h < onset for h in case_hits)
+        delays.append(next(((h - onset) / SPEECH_RATE * 1000 for h in case_hits if h >= onset), None))
+    heard = [d for d in delays if d is not None]
+    return false, f"{np.median(heard):.0f} / {max(heard):.0f}" if heard else "-", len(delays) - len(heard)
 
 
 def _case(reply: np.ndarray, visitor: np.ndarray, level_db: float, delay_ms: float, at_s: float, seed: int):
@@ -106,10 +108,6 @@ def _case(reply: np.ndarray, visitor: np.ndarray, level_db: float, delay_ms: flo
     near[start:start + len(said)] += said
     onset = start + int(np.argmax(np.abs(said) > 0.01))
     return (near * MIC_GAIN).astype(np.float32), far, second, onset
-
-
-def _onsets(vad, audio: np.ndarray) -> list[int]:
-    return _runs(vad.probabilities(audio), ONSET_FRAMES)
 
 
 def _runs(probabilities: np.ndarray, frames: int) -> list[int]:
