@@ -26,7 +26,7 @@ import numpy as np
 from engines.errors import OrinAvatarError
 from engines.model_specs import SPEECH_RATE
 
-from device.sound.playback_timeline import PlaybackTimeline
+from device.sound.playback_timeline import PlaybackTimeline, far_end_resampler
 
 BLOCK = SPEECH_RATE // 100  # the module takes 10 ms blocks
 # A fresh start of playback goes on the microphone's timeline at the sample being taken when it was
@@ -46,8 +46,6 @@ class EchoCanceller:
     """AEC3 between what the speaker plays and what the microphone hears."""
 
     def __init__(self, speaker_rate: int, clock: Callable[[], float] = time.monotonic) -> None:
-        import soxr
-
         try:
             from livekit import rtc
         except ImportError as exc:
@@ -55,7 +53,7 @@ class EchoCanceller:
                                      "pip install livekit==1.2.1 (or set [bargein] echo_canceller = \"none\")") from exc
         self._rtc = rtc
         self._apm = rtc.AudioProcessingModule(echo_cancellation=True, high_pass_filter=True)
-        self._resampler = soxr.ResampleStream(speaker_rate, SPEECH_RATE, 1, dtype="float32")
+        self._resampler = far_end_resampler(speaker_rate)
         self._lock = threading.Lock()
         self._far = np.zeros(0, np.float32)  # the far end from microphone sample self._processed on
         self._timeline = PlaybackTimeline(0, LATE_BLOCK, clock)
@@ -73,8 +71,7 @@ class EchoCanceller:
         if not len(audio):
             return
         with self._lock:
-            # The resampler holds back its filter's delay: what comes out now was handed that much earlier.
-            start = self._timeline.place(len(audio), self._fresh) - round(self._resampler.delay())
+            start = self._timeline.place(len(audio), self._fresh)
             self._fresh = False
             if start < self._processed:  # late: what should already have played is not the far end any more
                 audio, start = audio[self._processed - start:], self._processed

@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-import soxr
 
 from engines.errors import InputError
 from engines.model_specs import SPEECH_RATE
 
 from device.audio_file import resample
-from device.sound.playback_timeline import PlaybackTimeline
+from device.sound.playback_timeline import PlaybackTimeline, far_end_resampler
 
 ACTIVE_DB = -40.0  # 10 ms blocks above this level (dBFS) count as speech when levels are measured
 # The sound card's buffer: what the speaker is handed is heard this much later at least, on top of
@@ -104,7 +103,7 @@ class EchoRoom:
         self._lock = threading.Lock()
         self._echo = np.zeros(0, np.float32)  # echo still to be heard, from microphone sample `position` on
         self._timeline = PlaybackTimeline(int((DEVICE_BUFFER_MS + path.delay_ms) * SPEECH_RATE / 1000), clock=clock)
-        self._resampler = soxr.ResampleStream(speaker_rate, SPEECH_RATE, 1, dtype="float32")
+        self._resampler = far_end_resampler(speaker_rate)
 
     @property
     def heard_until(self) -> int:
@@ -129,8 +128,7 @@ class EchoRoom:
             return
         echo = self._through_room(audio) * self._gain
         with self._lock:
-            # The resampler holds back its filter's delay: what comes out now was handed that much earlier.
-            start = self._timeline.place(len(audio)) - round(self._resampler.delay()) - self._timeline.captured
+            start = self._timeline.place(len(audio)) - self._timeline.captured
             end = start + len(echo)
             if len(self._echo) < end:
                 self._echo = np.concatenate([self._echo, np.zeros(end - len(self._echo), np.float32)])

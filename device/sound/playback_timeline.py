@@ -43,3 +43,15 @@ class PlaybackTimeline:
         start = self.next
         self.next += count
         return start
+
+
+def far_end_resampler(speaker_rate: int):
+    """The speaker's blocks at 16 kHz as they come, for the echo canceller and the echo room: soxr's
+    quick quality gives each block out at once (a sample's lag), so a block is placed where it was
+    handed and the blocks follow each other as they play. (The high quality holds back 6-40 ms,
+    swinging from block to block: each block placed by that lag moved against the one before,
+    leaving gaps and overlaps of up to 14 ms, a far end AEC3 only partly followed.) Its aliasing
+    above 5 kHz is far-end sound without an echo, which a canceller leaves alone."""
+    import soxr
+
+    return soxr.ResampleStream(speaker_rate, SPEECH_RATE, 1, dtype="float32", quality="QQ")
