@@ -173,4 +173,3 @@ def test_daemon_through_the_echo_room_mm_hm_lets_a_reply_go_on_and_a_question_cu
     assert paused == sum(t["barged_in"] for t in status["turns"]), heard  # each pause by a turn of its own
     assert status["bargein"]["enabled"] and status["bargein"]["erle_db"] > 10
     assert "barge-in     on (echo canceller webrtc" in daemon.cli("status").stdout
-

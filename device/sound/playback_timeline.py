@@ -11,9 +11,12 @@ the next the far end leads its echo by the same time, which AEC3 finds once and 
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from engines.model_specs import SPEECH_RATE
+
+if TYPE_CHECKING:
+    import soxr
 
 
 class PlaybackTimeline:
@@ -45,7 +48,7 @@ class PlaybackTimeline:
         return start
 
 
-def far_end_resampler(speaker_rate: int):
+def far_end_resampler(speaker_rate: int) -> soxr.ResampleStream:
     """The speaker's blocks at 16 kHz as they come, for the echo canceller and the echo room: soxr's
     quick quality gives each block out at once (a sample's lag), so a block is placed where it was
     handed and the blocks follow each other as they play. (The high quality holds back 6-40 ms,
