@@ -18,6 +18,7 @@ from device.bench.render import MAX_LAG_MS, mouth_lag
 from device.conversation.visemes import spoken_with_visemes, viseme_timeline
 from device.settings import load_settings
 from tests.conftest import REPO, run_cli
+from tests.x_server import x_server
 
 
 @pytest.fixture(scope="module")
@@ -111,25 +112,14 @@ def test_no_display_falls_back_with_one_line_and_never_aborts(tmp_path):
 
 @pytest.fixture
 def xvfb():
-    display = ":57"
-    for attempt in range(2):  # Xvfb rarely fails to start; one retry
-        server = subprocess.Popen(["Xvfb", display, "-screen", "0", "640x360x24", "-nolisten", "tcp"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(50):
-            if os.path.exists(f"/tmp/.X11-unix/X{display[1:]}"):
-                break
-            time.sleep(0.1)
-        if server.poll() is None:
-            break
-    yield display
-    server.terminate()
-    server.wait(timeout=10)
+    with x_server(640, 360) as (display, _):
+        yield display
 
 
 def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path):
     frame_path = tmp_path / "frame.npy"
     code = (
-        "import sys, time, numpy as np\n"
+        "import signal, sys, time, numpy as np\n"
         "from device.avatar.animator import Avatar\n"
         "from device.avatar.display import open_display\n"
         "from device.avatar.renderer import Colours, Renderer\n"
@@ -139,25 +129,29 @@ def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path):
         f"np.save({str(frame_path)!r}, frame)\n"
         "sink = open_display('window', 640, 360, 30)\n"
         "print(sink.name, flush=True)\n"
-        "while True:  # until the test has its screenshot and kills it\n"
-        "    sink.show(frame); time.sleep(0.02)\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit())\n"
+        "try:\n"
+        "    while sink.show(frame):  # until the test has its screenshot and stops it (or the window's process ends)\n"
+        "        time.sleep(0.02)\n"
+        "finally:\n"
+        "    sink.close()\n"
     )
     env = os.environ | {"DISPLAY": xvfb, "QT_QPA_PLATFORM": "xcb"}
     shower = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert shower.stdout.readline().strip() == "window"
         expected = np.load(frame_path)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while True:  # until the X server has mapped and painted the window (or the deadline)
             shot = subprocess.run(["import", "-display", xvfb, "-window", "root", "-depth", "8", "rgb:-"], capture_output=True, timeout=30)
             assert shot.returncode == 0, shot.stderr
             screen = np.frombuffer(shot.stdout, np.uint8).reshape(360, 640, 3)[:, :, ::-1]
-            if np.array_equal(screen, expected) or time.monotonic() > deadline:
+            if np.array_equal(screen, expected) or time.monotonic() > deadline or shower.poll() is not None:
                 break
     finally:
-        shower.kill()
-        shower.wait()
-    assert np.array_equal(screen, expected)
+        shower.terminate()  # closes the window (its process holds our pipes too)
+        _, err = shower.communicate(timeout=30)
+    assert np.array_equal(screen, expected), f"{np.mean(screen != expected):.1%} of the screen differs; the window's process said: {err[-2000:]}"
 
 
 def test_bench_render_reports_fps_cpu_and_av_offset():

@@ -15,6 +15,7 @@ import pytest
 
 from device.conversation.speech_out import MAX_WORDS_PER_CHUNK, SpeechOut, split_sentences
 from engines.errors import OrinAvatarError
+from tests.x_server import x_server
 
 
 def test_long_or_odd_text_becomes_bounded_speakable_pieces():
@@ -74,18 +75,9 @@ def test_an_x_server_reached_only_by_its_abstract_socket_is_found():
     """As under the unit's PrivateTmp=: no /tmp/.X11-unix/X<n> file, the server still answers."""
     from device.avatar.display import x_display_reachable
 
-    display = ":58"
-    server = subprocess.Popen(["Xvfb", display, "-screen", "0", "64x64x24", "-nolisten", "tcp", "-nolisten", "unix"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while not x_display_reachable(display) and time.monotonic() < deadline and server.poll() is None:
-            time.sleep(0.05)
+    with x_server(64, 64, "-nolisten", "unix") as (display, _):
         assert not os.path.exists(f"/tmp/.X11-unix/X{display[1:]}")
         assert x_display_reachable(display)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     assert not x_display_reachable(display)
 
 
@@ -126,9 +118,6 @@ def test_losing_the_x_server_drops_the_display_not_the_process(tmp_path):
 
     from tests.conftest import REPO
 
-    display = ":59"
-    server = subprocess.Popen(["Xvfb", display, "-screen", "0", "320x240x24", "-nolisten", "tcp"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     code = (
         "import sys, time, numpy as np\n"
         "from device.avatar.display import open_display\n"
@@ -142,22 +131,17 @@ def test_losing_the_x_server_drops_the_display_not_the_process(tmp_path):
         "print('display lost after', shown, 'frames; still running', flush=True)\n"
         "sink.close()\n"
     )
-    from device.avatar.display import x_display_reachable
-
-    deadline = time.monotonic() + 10
-    while not x_display_reachable(display) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    shower = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=os.environ | {"DISPLAY": display, "QT_QPA_PLATFORM": "xcb"},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert shower.stdout.readline().strip() == "window"
-        assert shower.stdout.readline().strip() == "showing"
-        server.kill()  # the X server goes away while the avatar is on screen
-        server.wait(timeout=10)
-        out, err = shower.communicate(timeout=30)
-    finally:
-        shower.kill()
-        server.kill()
+    with x_server(320, 240) as (display, server):
+        shower = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=os.environ | {"DISPLAY": display, "QT_QPA_PLATFORM": "xcb"},
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert shower.stdout.readline().strip() == "window"
+            assert shower.stdout.readline().strip() == "showing"
+            server.kill()  # the X server goes away while the avatar is on screen
+            server.wait(timeout=10)
+            out, err = shower.communicate(timeout=30)
+        finally:
+            shower.kill()
     assert shower.returncode == 0, err
     assert "display lost after" in out and "still running" in out
     assert "window process ended" in err
@@ -178,9 +162,7 @@ def test_under_the_units_sandbox_the_display_status_and_doctor_find_what_they_ne
     from device.conversation.visit import bundled_questions
     from tests.conftest import REPO
 
-    display, uid = ":62", 64123  # no such user on this machine
-    server = subprocess.Popen(["Xvfb", display, "-screen", "0", "320x240x24", "-nolisten", "tcp"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    uid = 64123  # no such user on this machine
     question = bundled_questions()[0].audio
     soundfile.write(tmp_path / "visit.wav", np.concatenate([np.zeros(16000, np.float32), question, np.zeros(64000, np.float32)]), 16000)
     python = "/run/app/" + str(Path(sys.executable).relative_to(REPO)) if Path(sys.executable).is_relative_to(REPO) else sys.executable
@@ -189,7 +171,8 @@ def test_under_the_units_sandbox_the_display_status_and_doctor_find_what_they_ne
     interpreter = (f"mkdir /run/python && mount --bind {base} /run/python && mount -t tmpfs -o mode=0755 tmpfs /root"
                    f" && mkdir -p {base} && mount --bind /run/python {base}") if base.startswith("/root/") else ""
     out = "/run/oldtmp/" + str(tmp_path.relative_to("/tmp"))  # the original /tmp, as the sandbox sees it
-    script = f"""
+    with x_server(320, 240) as (display, _):
+        script = f"""
 set -e
 mount -t tmpfs -o mode=0755 tmpfs /run
 mkdir -p /run/orin-avatar /run/app /run/store /run/state /run/oldtmp    # RuntimeDirectory=, the install, the store
@@ -213,12 +196,8 @@ ORIN_AVATAR_HOME=/run/state {python} -m device --store /run/store doctor --json 
 kill -TERM $pid; wait $pid
 stat -c '%u %a' /run/state/replies.wav > {out}/replies.stat
 """
-    try:
         result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
                                 capture_output=True, text=True, timeout=180)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     log = (tmp_path / "daemon.log").read_text()
     assert result.returncode == 0, result.stderr + log[-2000:]
     status = json.loads((tmp_path / "status.json").read_text())

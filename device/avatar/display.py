@@ -15,7 +15,7 @@ import os
 import shutil
 import socket
 import subprocess
-from multiprocessing import resource_tracker, shared_memory
+from multiprocessing import shared_memory
 from pathlib import Path
 
 import cv2
@@ -103,9 +103,9 @@ class WindowSink:
 
 def _draw_window(name: str, shape: tuple[int, int, int], ready) -> None:
     """The window process: show each frame the daemon puts in the shared memory."""
+    # A spawned child shares its parent's resource tracker, so attaching registers nothing new and the
+    # parent's unlink is the one unregister (unregistering here too made the tracker print a KeyError).
     frame = shared_memory.SharedMemory(name=name)
-    # The parent owns (and unlinks) the block; Python < 3.13 would also make this process's tracker do it.
-    resource_tracker.unregister(frame._name, "shared_memory")
     cv2.namedWindow(WINDOW, cv2.WINDOW_NORMAL | cv2.WINDOW_GUI_NORMAL)
     cv2.moveWindow(WINDOW, 0, 0)
     cv2.resizeWindow(WINDOW, shape[1], shape[0])

@@ -1,0 +1,38 @@
+"""A real X server (Xvfb) for the display tests, on a display number it picks itself.
+
+Xvfb's -displayfd makes it choose a free display and write its number only once it accepts clients:
+no fixed number to collide with a stale socket or lock left by another run, and no polling for a
+socket file that appears before the server answers.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def x_server(width: int, height: int, *options: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """(":<n>", the server's process) while running; the server is stopped after."""
+    read, write = os.pipe()
+    server = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", f"{width}x{height}x24",
+                               "-nolisten", "tcp", *options],
+                              pass_fds=(write,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(write)
+    try:
+        number = b""
+        while not number.endswith(b"\n") and select.select([read], [], [], 30)[0]:
+            chunk = os.read(read, 16)
+            if not chunk:
+                break
+            number += chunk
+        assert number.strip().isdigit(), f"Xvfb gave no display in 30 s (exit code {server.poll()})"
+        yield f":{number.strip().decode()}", server
+    finally:
+        os.close(read)
+        if server.poll() is None:
+            server.terminate()
+        server.wait(timeout=10)
