@@ -1,5 +1,6 @@
 """Barge-in: the speaker's hold, the echo room, WebRTC's echo canceller through the room, "repeat that"
-after a cut, and the daemon through the room: "mm-hm" lets a reply go on, a question cuts one."""
+after a cut, the daemon through the room ("mm-hm" lets a reply go on, a question cuts one), and the
+far end placed by the cards' own clocks (on a real PulseAudio path: tests/test_sound_devices.py)."""
 
 import time
 
@@ -40,7 +41,7 @@ def test_hold_fades_out_waits_and_resume_plays_the_rest():
     speaker = RecordingSpeaker(rate)
     handed = []
 
-    def tap(samples: np.ndarray, fresh: bool) -> None:
+    def tap(samples: np.ndarray, fresh: bool, at: float | None) -> None:
         handed.append(samples.copy())
         if len(handed) == 5:
             speaker.hold()
@@ -62,7 +63,7 @@ def test_hold_fades_out_waits_and_resume_plays_the_rest():
 def test_stop_while_held_drops_the_rest():
     rate = 16000
     speaker = RecordingSpeaker(rate)
-    speaker.taps.append(lambda samples, fresh: speaker.hold())
+    speaker.taps.append(lambda samples, fresh, at: speaker.hold())
     speaker.play(_chunk(np.full(rate, 0.5, np.float32), rate))
     assert not speaker.wait_idle(0.3)
     speaker.stop()
@@ -173,3 +174,27 @@ def test_daemon_through_the_echo_room_mm_hm_lets_a_reply_go_on_and_a_question_cu
     assert paused == sum(t["barged_in"] for t in status["turns"]), heard  # each pause by a turn of its own
     assert status["bargein"]["enabled"] and status["bargein"]["erle_db"] > 10
     assert "barge-in     on (echo canceller webrtc" in daemon.cli("status").stdout
+
+
+def test_device_times_place_a_playback_and_its_blocks_follow_each_other(caplog):
+    """By the cards' clocks: a playback starts at the microphone sample taken at its DAC time (less
+    the lead); later blocks follow each other although their DAC times jitter by a few ms, and start
+    afresh only when they are a slip away (an xrun). Times on another clock are not used."""
+    from device.sound.playback_timeline import DEVICE_LEAD, DEVICE_SLIP, PlaybackTimeline
+
+    timeline = PlaybackTimeline(0, clock=lambda: 0.0)
+    timeline.capture(FRAME, adc_time=100.0)  # microphone sample 0 was taken at 100.0 s on the card's clock
+    timeline.capture(FRAME, adc_time=100.0 + FRAME / SPEECH_RATE)
+    start = timeline.place(160, dac_time=100.5)
+    assert start == SPEECH_RATE // 2 - DEVICE_LEAD
+    jitter = [0.003, -0.002, 0.0034, 0.0]
+    placed = [timeline.place(160, dac_time=100.5 + 0.01 * (i + 1) + j) for i, j in enumerate(jitter)]
+    assert placed == [start + 160 * (i + 1) for i in range(4)]  # one after the other, whatever the jitter
+    late = 100.5 + 0.05 + (DEVICE_SLIP + 80) / SPEECH_RATE  # the card skipped: its DAC time jumped
+    assert timeline.place(160, dac_time=late) == SPEECH_RATE // 2 - DEVICE_LEAD + round((late - 100.5) * SPEECH_RATE)
+    other = PlaybackTimeline(0, clock=lambda: 0.0)
+    other.capture(FRAME, adc_time=100.0)
+    with caplog.at_level("WARNING"):
+        assert other.place(160, fresh=True, dac_time=1.7e9) == FRAME  # by when it was handed: the sample being taken
+        other.place(160, dac_time=1.7e9)
+    assert caplog.text.count("not one clock") == 1

@@ -115,7 +115,7 @@ class _EchoRun:
         self.speaker = RecordingSpeaker(rate, realtime=True)
         return self.speaker
 
-    def _played(self, samples: np.ndarray, fresh: bool) -> None:
+    def _played(self, samples: np.ndarray, fresh: bool, at: float | None) -> None:
         self.room.play(samples)
         self.plays.append((time.monotonic(), self.room.heard_until, self.room.position))
 

@@ -138,12 +138,14 @@ class Conversation:
 
     # --- the caller's side: frames in -------------------------------------------------------
 
-    def feed(self, frame: np.ndarray) -> None:
-        """One FRAME-sample frame of SPEECH_RATE mono float32 audio, as it arrives."""
+    def feed(self, frame: np.ndarray, captured_at: float | None = None) -> None:
+        """One FRAME-sample frame of SPEECH_RATE mono float32 audio, as it arrives; `captured_at`: the sound
+        card's time of its first sample (ADC time), when it gives one (the echo canceller places the far
+        end by it)."""
         self._arrivals.append(time.monotonic())
         self._frame += 1
         if self.echo is not None:
-            frame = self.echo.clean(frame)
+            frame = self.echo.clean(frame, captured_at)
         probability = self.vad.probability(frame)
         events = self._take_verdicts()
         if self.bargein is not None:
@@ -177,7 +179,8 @@ class Conversation:
         self._barging = True
         self.observer(ReplyPaused(turn.id))
         self._count("barge-in: paused a reply")
-        log.info("turn %d: the visitor talks over the reply; paused", turn.id)
+        log.info("turn %d: the visitor talks over the reply; paused %.2f s into it", turn.id,
+                 self.speaker.played / self.speaker.sample_rate)
 
     def _judge(self, pause: SpeechPaused) -> None:
         """On the end-of-turn thread: a failing model leaves the pause to the fixed hangover."""
@@ -398,6 +401,7 @@ class Conversation:
         cut = self.state.speaking_turn
         self.interrupt(interrupt)
         self.state.wait_finished(CUT_WAIT_S)
+        self.speaker.wait_idle(CUT_WAIT_S)  # its thread ends on the cancel; the speaker drops its blocks on its own thread
         if cut is not None and cut.unsaid:
             self.dialogue.cut_short(cut.unsaid)
 

@@ -90,7 +90,7 @@ class DeviceMicrophone:
     def run(self, conversation: Conversation, beat, stop: threading.Event) -> None:
         try:
             for frame in self.device.frames(stop):
-                conversation.feed(frame)
+                conversation.feed(frame, self.device.captured_at)
                 beat()
         finally:
             self.device.close()

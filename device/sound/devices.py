@@ -1,9 +1,12 @@
 """Sound cards through PyAudio: choosing a device by name or index, capture into a ring buffer,
 playback with a clock, and the list `orin-avatar devices` prints.
 
-The capture callback only copies bytes into a bounded ring (it never blocks and never computes);
-resampling to 16 kHz mono (soxr, streaming) happens in the reader's thread. A full ring drops the
-oldest audio and counts it, logged once a second at most.
+Both directions run in PortAudio's callback mode. The capture callback only copies bytes into a
+bounded ring (it never blocks and never computes); resampling to 16 kHz mono (soxr, streaming)
+happens in the reader's thread. A full ring drops the oldest audio and counts it, logged once a
+second at most. The playback callback takes what the speaker's thread queued (silence when there is
+nothing: the card never runs dry between replies). Each callback comes with the card's own time of
+its buffer (PortAudio's ADC and DAC times), which the echo canceller places its far end by.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ import numpy as np
 from engines.errors import OrinAvatarError
 
 from engines.model_specs import FRAME, SPEECH_RATE
-from device.sound.speakers import Speaker
+from device.sound.speakers import BLOCK_SECONDS, Speaker
 
 log = logging.getLogger(__name__)
 RING_SECONDS = 4.0
 TRAILING_SILENCE_S = 0.15  # played after the last chunk so the last syllable is not cut by the device
+CALLBACK_S = 0.01  # the playback callback's buffer: a stop is heard within about this much more
 
 
 class DeviceError(OrinAvatarError):
@@ -82,7 +86,9 @@ class Microphone:
         self.device = choose(list_devices(self._audio), wanted, "input")
         self.rate = self.device.rate
         self.channels = min(2, self.device.inputs)
-        self._ring: collections.deque[tuple[float, bytes]] = collections.deque(maxlen=max(2, int(RING_SECONDS * self.rate / block)))
+        # (arrival, ADC time of its first sample or 0 when the card gives none, the block)
+        self._ring: collections.deque[tuple[float, float, bytes]] = collections.deque(maxlen=max(2, int(RING_SECONDS * self.rate / block)))
+        self.captured_at: float | None = None  # ADC time of the first sample of the frame `frames` last gave
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=1000)  # block captured -> frame out
         self._ready = threading.Condition()
         self.overflows = 0
@@ -97,32 +103,39 @@ class Microphone:
 
         if len(self._ring) == self._ring.maxlen:
             self.overflows += 1
-        self._ring.append((time.monotonic(), data))
+        self._ring.append((time.monotonic(), time_info["input_buffer_adc_time"], data))
         with self._ready:
             self._ready.notify()
         return None, pyaudio.paContinue
 
     def frames(self, stop: threading.Event) -> Iterator[np.ndarray]:
+        """16 kHz mono frames as they come; after each, `captured_at` is its first sample's ADC time."""
         import soxr
 
-        resampler = soxr.ResampleStream(self.rate, SPEECH_RATE, 1, dtype="float32")
+        resampler = soxr.ResampleStream(self.rate, SPEECH_RATE, 1, dtype="float32")  # keeps the signal's timing
         pending = np.zeros(0, np.float32)
         seen = 0
+        fed = given = 0  # device samples into the resampler, 16 kHz samples out of this generator
+        anchor: tuple[int, float] | None = None  # a device sample and its ADC time
         while not stop.is_set():
             with self._ready:
                 if not self._ring:
                     self._ready.wait(0.1)
             for _ in range(len(self._ring)):  # what is there now: a fast device must not starve the reader
-                captured, data = self._ring.popleft()
+                captured, adc_time, data = self._ring.popleft()
                 block = np.frombuffer(data, np.int16).astype(np.float32) / 32768
                 mono = block.reshape(-1, self.channels).mean(axis=1)
+                anchor = (fed, adc_time) if adc_time > 0 else None
+                fed += len(mono)
                 pending = np.concatenate([pending, resampler.resample_chunk(mono)])
             if self.overflows != seen and time.monotonic() - self._last_warning > 1:
                 log.warning("microphone overflow: %d blocks dropped so far (the reader fell behind)", self.overflows)
                 seen, self._last_warning = self.overflows, time.monotonic()
             while len(pending) >= FRAME:
                 self.latencies_ms.append((time.monotonic() - captured) * 1000)
+                self.captured_at = anchor[1] + (given * self.rate / SPEECH_RATE - anchor[0]) / self.rate if anchor else None
                 yield pending[:FRAME]
+                given += FRAME
                 pending = pending[FRAME:]
 
     def close(self) -> None:
@@ -132,26 +145,75 @@ class Microphone:
 
 
 class DeviceSpeaker(Speaker):
-    """Playback on a sound card. Blocking writes pace it at the device's rate, so the playback clock
-    (`played`) counts samples the device has taken; after a reply's last chunk a little silence is
-    played so the device does not cut the last syllable."""
+    """Playback on a sound card. The speaker's thread queues blocks (`_write` blocks while a block is
+    already waiting, which paces it at the device's rate, so the playback clock `played` counts samples
+    the device is about to take); the card's callback takes them, or silence. The taps get each buffer
+    the card takes (silence included) with its DAC time. After a reply's last chunk a little silence is queued, so `busy`
+    lasts until the last syllable has been played."""
 
     def __init__(self, sample_rate: int, wanted: str = "default") -> None:
         import pyaudio
 
         self._audio = _pyaudio()
         self.device = choose(list_devices(self._audio), wanted, "output")
-        self._stream = self._audio.open(format=pyaudio.paInt16, channels=1, rate=sample_rate, output=True,
-                                        output_device_index=self.device.index)
-        self.state = f"{self.device.name} ({sample_rate} Hz)"
+        self._queued: collections.deque[np.ndarray] = collections.deque()
+        self._queued_samples = 0
+        self._room = threading.Condition()
+        self._first = True  # the card's first buffer is still to come
+        self._ahead = int(sample_rate * BLOCK_SECONDS)  # queued beyond this, `_write` waits
         super().__init__(sample_rate)
+        self._stream = self._audio.open(format=pyaudio.paInt16, channels=1, rate=sample_rate, output=True,
+                                        output_device_index=self.device.index, frames_per_buffer=int(sample_rate * CALLBACK_S),
+                                        stream_callback=self._fill)
+        self.state = f"{self.device.name} ({sample_rate} Hz)"
+
+    def stop(self) -> None:
+        super().stop()
+        with self._room:  # what was queued goes too (a block being queued now sees the stop: `_write`)
+            self._queued.clear()
+            self._queued_samples = 0
+            self._room.notify_all()
+
+    def _hand(self, samples: np.ndarray, fresh: bool) -> None:
+        """The taps are called from the card's callback instead, with each buffer's DAC time."""
+        self._write(samples)
 
     def _write(self, samples: np.ndarray) -> None:
-        self._stream.write((np.clip(samples, -1, 1) * 32767).astype(np.int16).tobytes())
+        with self._room:
+            while self._queued_samples >= self._ahead and not self._stop.is_set():
+                self._room.wait(0.1)
+            if not self._stop.is_set():
+                self._queued.append(np.clip(samples, -1, 1).astype(np.float32))
+                self._queued_samples += len(samples)
+
+    def _fill(self, data, count: int, time_info: dict, status: int):
+        """PortAudio's callback: the next `count` samples the card plays."""
+        import pyaudio
+
+        out = np.zeros(count, np.float32)
+        filled = 0
+        with self._room:
+            while filled < count and self._queued:
+                block = self._queued[0]
+                take = min(count - filled, len(block))
+                out[filled:filled + take] = block[:take]
+                if take == len(block):
+                    self._queued.popleft()
+                else:
+                    self._queued[0] = block[take:]
+                filled += take
+            self._queued_samples -= filled
+            self._room.notify_all()
+        at = time_info["output_buffer_dac_time"]
+        for tap in self.taps:  # silence too: the taps follow the card's output sample by sample
+            tap(out, self._first, at if at > 0 else None)
+        self._first = False
+        return (out * 32767).astype(np.int16).tobytes(), pyaudio.paContinue
 
     def _finished_chunk(self, last: bool) -> None:
-        if last:
-            self._write(np.zeros(int(TRAILING_SILENCE_S * self.sample_rate), np.float32))
+        if last:  # a block at a time, like the reply, so `busy` ends as the silence is played
+            for _ in range(round(TRAILING_SILENCE_S / BLOCK_SECONDS)):
+                self._write(np.zeros(self._ahead, np.float32))
 
     def close(self) -> None:
         super().close()

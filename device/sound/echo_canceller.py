@@ -4,15 +4,21 @@ WebRTC's audio processing (AEC3 and its high-pass filter), through livekit's
 `AudioProcessingModule` (livekit 1.2.1, Apache-2.0, manylinux wheels for x86_64 and aarch64):
 a well-kept adaptive filter with delay estimation, double-talk handling and a residual echo
 suppressor, which is not something to write by hand. The far end is what the speaker is actually
-handed (`played`, from the speaker's thread, at the voice's rate); the near end is each microphone
-frame (`clean`, from the microphone's thread). Both go to the module in 10 ms blocks on the
-microphone's clock: a block the speaker is handed is put on the microphone's timeline where it
-plays (`PlaybackTimeline`), and for each 10 ms of microphone audio the same 10 ms of that timeline
-is given as the far end first. So the far end leads its echo by the device's output latency plus the acoustic path,
-the same from one reply to the next: AEC3 finds that delay once and keeps it. (A far end queued and
-taken as it came would start each reply at a different offset, and AEC3 lets the echo through for
-100-300 ms every time it has to find the delay again: measured, those were self-interruptions.)
-Noise suppression stays off: it cost recognition more than it gave in a loud hall.
+handed (`played`, from the speaker's thread or the sound card's callback, at the voice's rate); the
+near end is each microphone frame (`clean`, from the microphone's thread). Both go to the module in
+10 ms blocks on the microphone's clock: a block the speaker is handed is put on the microphone's
+timeline where it plays, and for each 10 ms of microphone audio the same 10 ms of that timeline is
+given as the far end first. So the far end leads its echo by the same time from one reply to the
+next: AEC3 finds that delay once and keeps it. (A far end queued and taken as it came would start
+each reply at a different offset, and AEC3 lets the echo through for 100-300 ms every time it has
+to find the delay again: measured, those were self-interruptions.)
+
+Where a block plays: by the sound cards' own clocks when they give them (PortAudio's DAC and ADC
+times), else by when it was handed (`PlaybackTimeline`). Measured on a PulseAudio null sink and its
+monitor over five replies, the far end led its echo by exactly the set lead (20.0-20.1 ms) each
+time by the cards' clocks; by when blocks were handed, 45-74 ms, a different delay each reply.
+Noise suppression stays off: it cost
+recognition more than it gave in a loud hall.
 """
 
 from __future__ import annotations
@@ -64,14 +70,15 @@ class EchoCanceller:
         self.near_power = 0.0  # running sums over the frames where the far end played, for ERLE
         self.out_power = 0.0
 
-    def played(self, samples: np.ndarray, fresh: bool) -> None:
-        """What the speaker was just handed (speaker thread); `fresh`: after the device ran dry."""
+    def played(self, samples: np.ndarray, fresh: bool, at: float | None = None) -> None:
+        """What the speaker was just handed (speaker thread or the card's callback); `fresh`: after the device
+        ran dry; `at`: its DAC time, when the card gives it."""
         audio = self._resampler.resample_chunk(samples.astype(np.float32))
         self._fresh = self._fresh or fresh  # kept until the resampler gives something out
         if not len(audio):
             return
         with self._lock:
-            start = self._timeline.place(len(audio), self._fresh)
+            start = self._timeline.place(len(audio), self._fresh, at)
             self._fresh = False
             if start < self._processed:  # late: what should already have played is not the far end any more
                 audio, start = audio[self._processed - start:], self._processed
@@ -82,10 +89,11 @@ class EchoCanceller:
                 self._far = np.concatenate([self._far, np.zeros(end - len(self._far), np.float32)])
             self._far[offset:end] = audio
 
-    def clean(self, frame: np.ndarray) -> np.ndarray:
-        """The microphone frame with the echo removed (microphone thread); same length, 10 ms later."""
+    def clean(self, frame: np.ndarray, captured_at: float | None = None) -> np.ndarray:
+        """The microphone frame with the echo removed (microphone thread); same length, 10 ms later.
+        `captured_at`: the ADC time of its first sample, when the card gives it."""
         with self._lock:
-            self._timeline.capture(len(frame))
+            self._timeline.capture(len(frame), captured_at)
         self._near = np.concatenate([self._near, frame])
         pieces = [self._out]
         while len(self._near) >= BLOCK:

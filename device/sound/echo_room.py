@@ -120,9 +120,10 @@ class EchoRoom:
         clipped = np.clip(audio, -self.path.clip, self.path.clip)
         return np.convolve(clipped, self._response).astype(np.float32)
 
-    def play(self, samples: np.ndarray, fresh: bool = False) -> None:
+    def play(self, samples: np.ndarray, fresh: bool = False, at: float | None = None) -> None:
         """Samples handed to the speaker now (at its rate), heard where the timeline puts them. The room is
-        the sound card here: it runs dry by the clock, whatever the speaker thinks (`fresh` is not used)."""
+        the sound card here: it runs dry by the clock, whatever the speaker thinks, and has no device clock
+        (`fresh` and `at`, a speaker tap's other arguments, are not used)."""
         audio = self._resampler.resample_chunk(samples.astype(np.float32))
         if not len(audio):
             return

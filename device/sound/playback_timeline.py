@@ -1,15 +1,24 @@
 """Where the blocks handed to a speaker are heard, on the microphone's sample clock.
 
 The microphone's frames and the speaker's blocks come on threads of their own, 32 ms and 20 ms at a
-time. A block handed to the sound card while the microphone is taking sample `p` (its last frame's
-position plus the time since, in samples) plays from `p + latency` if the card had run dry, else
-right after the block before it, as a sound card's buffer does (a block up to `slack` late included). The echo canceller (where its far
-end goes) and the echo room (where its echo goes) place blocks the same way, so from one reply to
-the next the far end leads its echo by the same time, which AEC3 finds once and keeps.
+time. The blocks of a playback follow each other on the microphone's timeline as a sound card plays
+them; where a playback starts is known one of two ways:
+- by the cards' own clocks, when they give them (PortAudio's callbacks: each output buffer's DAC
+  time, each input buffer's ADC time, both from ALSA's status timestamps): the block goes at the
+  microphone sample taken at its DAC time. These times jitter by up to ~20 ms from buffer to buffer
+  (a sound server's delay figures move in steps), so the blocks follow each other, and only a block
+  due more than DEVICE_SLIP away from where it would follow starts afresh (an xrun, capture dropped).
+- else by when it was handed: at the sample the microphone is taking then (its last frame's position
+  plus the time since) plus `latency`, if the card had run dry, else right after the block before it
+  (a block up to `slack` late included).
+The echo canceller (where its far end goes) and the echo room (where its echo goes) place blocks this
+way, so from one reply to the next the far end leads its echo by the same time, which AEC3 finds once
+and keeps.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Callable
 
@@ -17,6 +26,16 @@ from engines.model_specs import SPEECH_RATE
 
 if TYPE_CHECKING:
     import soxr
+
+log = logging.getLogger(__name__)
+# Device times are only as good as the driver's delay figures (on PulseAudio the echo came up to 3 ms
+# before its DAC time), and AEC3 cannot cancel an echo that comes before its far end: a playback placed
+# by its DAC time starts this much earlier. AEC3 finds the rest of the delay itself.
+DEVICE_LEAD = SPEECH_RATE * 20 // 1000
+DEVICE_SLIP = SPEECH_RATE * 40 // 1000  # beyond the DAC times' jitter: the blocks no longer follow each other
+# A DAC time further than this from the microphone's latest ADC time is not on the same clock (a
+# device that stamps with another clock): its blocks are placed by when they were handed.
+SAME_CLOCK_S = 5.0
 
 
 class PlaybackTimeline:
@@ -30,22 +49,45 @@ class PlaybackTimeline:
         self._clock = clock
         self.captured = 0  # microphone samples taken so far
         self._captured_at = clock()  # when the last of them came
+        self._adc: tuple[int, float] | None = None  # a microphone sample and its ADC time, when the card gives them
+        self._clocks_differ = False
         self.next = 0  # microphone sample where the next block handed plays
 
-    def capture(self, count: int) -> None:
-        """The microphone took `count` more samples, just now."""
+    def capture(self, count: int, adc_time: float | None = None) -> None:
+        """The microphone took `count` more samples, just now; `adc_time`: the card's time of the first."""
+        if adc_time is not None:
+            self._adc = (self.captured, adc_time)
         self.captured += count
         self._captured_at = self._clock()
 
-    def place(self, count: int, fresh: bool = False) -> int:
+    def place(self, count: int, fresh: bool = False, dac_time: float | None = None) -> int:
         """A block of `count` (16 kHz) samples handed to the card now: the microphone sample it plays from.
-        `fresh`: the card is known to have run dry before it (else it is judged by the time)."""
-        now = self.captured + int((self._clock() - self._captured_at) * SPEECH_RATE)
-        if fresh or self.next + self.slack <= now:  # the card ran dry (or never played): the block starts afresh
-            self.next = now + self.latency
+        `fresh`: the card is known to have run dry before it (else it is judged by the time); `dac_time`:
+        when the card plays it, on the card's clock."""
+        due = self._on_device_clock(dac_time)
+        if due is not None:
+            if abs(due - self.next) > DEVICE_SLIP:
+                self.next = due
+        else:
+            now = self.captured + int((self._clock() - self._captured_at) * SPEECH_RATE)
+            if fresh or self.next + self.slack <= now:  # the card ran dry (or never played): the block starts afresh
+                self.next = now + self.latency
         start = self.next
         self.next += count
         return start
+
+    def _on_device_clock(self, dac_time: float | None) -> int | None:
+        """The microphone sample taken at `dac_time`, less the lead (None: no device times to go by)."""
+        if dac_time is None or self._adc is None:
+            return None
+        sample, adc_time = self._adc
+        if abs(dac_time - adc_time) > SAME_CLOCK_S:
+            if not self._clocks_differ:
+                log.warning("the speaker's and the microphone's device times are %.0f s apart (not one clock): the far "
+                            "end is placed by when it is handed", dac_time - adc_time)
+            self._clocks_differ = True
+            return None
+        return sample + round((dac_time - adc_time) * SPEECH_RATE) - DEVICE_LEAD
 
 
 def far_end_resampler(speaker_rate: int) -> soxr.ResampleStream:

@@ -33,9 +33,10 @@ class Speaker:
         self._held = threading.Event()
         self._go = threading.Event()  # set when not held: the playback thread waits on it
         self._go.set()
-        # Called with each block handed to the device, and whether it starts playback afresh (the device
-        # ran dry before it) or follows the block before it.
-        self.taps: list[Callable[[np.ndarray, bool], None]] = []
+        # Called with each block handed to the device, whether it starts playback afresh (the device ran
+        # dry before it) or follows the block before it, and when the device plays its first sample on
+        # the device's clock (its DAC time), when the device says (else None).
+        self.taps: list[Callable[[np.ndarray, bool, float | None], None]] = []
         self._idle = threading.Event()
         self._idle.set()
         self._lock = threading.Lock()
@@ -126,7 +127,7 @@ class Speaker:
     def _hand(self, samples: np.ndarray, fresh: bool) -> None:
         """Taps first: a device's write blocks until there is room, by when the block may be playing."""
         for tap in self.taps:
-            tap(samples, fresh)
+            tap(samples, fresh, None)
         self._write(samples)
 
     def _finished_chunk(self, last: bool) -> None:
