@@ -148,8 +148,8 @@ class DeviceSpeaker(Speaker):
     """Playback on a sound card. The speaker's thread queues blocks (`_write` blocks while a block is
     already waiting, which paces it at the device's rate, so the playback clock `played` counts samples
     the device is about to take); the card's callback takes them, or silence. The taps get each buffer
-    the card takes (silence included) with its DAC time. After a reply's last chunk a little silence is queued, so `busy`
-    lasts until the last syllable has been played."""
+    the card takes (silence included) with its DAC time. After a reply's last chunk a little silence
+    is queued, so `busy` lasts until the last syllable has been played."""
 
     def __init__(self, sample_rate: int, wanted: str = "default") -> None:
         import pyaudio

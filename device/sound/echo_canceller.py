@@ -17,8 +17,7 @@ Where a block plays: by the sound cards' own clocks when they give them (PortAud
 times), else by when it was handed (`PlaybackTimeline`). Measured on a PulseAudio null sink and its
 monitor over five replies, the far end led its echo by exactly the set lead (20.0-20.1 ms) each
 time by the cards' clocks; by when blocks were handed, 45-74 ms, a different delay each reply.
-Noise suppression stays off: it cost
-recognition more than it gave in a loud hall.
+Noise suppression stays off: it cost recognition more than it gave in a loud hall.
 """
 
 from __future__ import annotations
