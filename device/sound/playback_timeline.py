@@ -5,9 +5,10 @@ time. The blocks of a playback follow each other on the microphone's timeline as
 them; where a playback starts is known one of two ways:
 - by the cards' own clocks, when they give them (PortAudio's callbacks: each output buffer's DAC
   time, each input buffer's ADC time, both from ALSA's status timestamps): the block goes at the
-  microphone sample taken at its DAC time. These times jitter by up to ~20 ms from buffer to buffer
-  (a sound server's delay figures move in steps), so the blocks follow each other, and only a block
-  due more than DEVICE_SLIP away from where it would follow starts afresh (an xrun, capture dropped).
+  microphone sample taken at its DAC time. These times jitter by a few ms from buffer to buffer
+  (up to 3.4 ms on PulseAudio, whose delay figures move in steps), enough to break AEC3 if each
+  buffer went where its own time says, so the blocks follow each other, and only a block due more
+  than DEVICE_SLIP away from where it would follow starts afresh (an xrun, capture dropped).
 - else by when it was handed: at the sample the microphone is taking then (its last frame's position
   plus the time since) plus `latency`, if the card had run dry, else right after the block before it
   (a block up to `slack` late included).
