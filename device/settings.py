@@ -243,6 +243,7 @@ class BargeInSettings:
     min_speech_ms: int  # speech this long (on the echo-cancelled signal) pauses the reply
     min_question_ms: int  # a pausing utterance shorter than this (a cough, "mm-hm") lets the reply go on
     sure_question_ms: int  # shorter than this, it cuts the reply only if the dialogue is sure what it asks
+    hold_hangover_ms: int  # the silence that ends an utterance that paused a reply
     echo_canceller: str  # "webrtc" (AEC3) or "none"
 
     def __post_init__(self) -> None:
@@ -253,6 +254,8 @@ class BargeInSettings:
         if not self.min_question_ms <= self.sure_question_ms <= 5000:
             raise ValueError(f"sure_question_ms must be between min_question_ms ({self.min_question_ms}) and 5000 ms, "
                              f"got {self.sure_question_ms}")
+        if not 0 <= self.hold_hangover_ms <= 3000:
+            raise ValueError(f"hold_hangover_ms must be between 0 and 3000 ms, got {self.hold_hangover_ms}")
         if self.echo_canceller not in ECHO_CANCELLERS:
             raise ValueError(f"echo_canceller must be one of {', '.join(ECHO_CANCELLERS)}, got {self.echo_canceller!r}")
 

@@ -97,8 +97,8 @@ FAULTS = ("slow_first", "stall", "malformed", "flood", "control", "redirect", "d
 
 class FaultyLine:
     """A proxy on 127.0.0.1 to the real server; `fault` (one of FAULTS, or None) is what it does to the
-    next replies. `finished` is when the real server's last reply ended (monotonic), `requests` the
-    bodies it was sent, `hung_up` whether the client closed the stream before its end."""
+    next replies. `last_event` is when the last event of the real server's stream went to the robot
+    (monotonic; the robot may hang up before its end), `requests` the bodies it was sent, `hung_up` whether the client closed the stream before its end."""
 
     slow_first_s = 4.0
     stall_s = 30.0
@@ -107,7 +107,7 @@ class FaultyLine:
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.fault: str | None = None
-        self.finished: float | None = None
+        self.last_event: float | None = None
         self.requests: list[dict] = []
         self.hung_up = False
         line = self
@@ -159,8 +159,9 @@ class FaultyLine:
         said = ""
         while raw := response.readline():
             line = raw.decode()
+            if line.startswith("data:"):
+                self.last_event = time.monotonic()
             if line.startswith("data: [DONE]"):
-                self.finished = time.monotonic()
                 if fault == "flood":
                     self._flood(out)
             elif line.startswith("data:") and fault:

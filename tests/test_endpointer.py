@@ -140,3 +140,18 @@ def test_babble_the_vad_calls_speech_does_not_hold_an_utterance_open_over_the_fl
     (heard,) = utterances(12.0)
     assert heard.speech_start == 160 * FRAME and heard.speech_end == 191 * FRAME
     assert utterances(0.0) == []  # the babble keeps it open: no answer while the hall talks
+
+
+def test_an_utterance_told_to_wait_longer_bridges_a_longer_pause_and_the_next_one_does_not():
+    endpointer = Endpointer(SETTINGS)
+    pattern = "SSSS" + "." * 15 + "SSSS" + "." * 25 + "SSSS" + "." * 15 + "SSSS" + "." * 25
+    utterances = []
+    for i, mark in enumerate(pattern):
+        if i == 3:
+            endpointer.wait_longer(640)  # 20 frames: the 15-frame (480 ms) pause is bridged
+        events = endpointer.push(np.full(FRAME, i, np.float32), 0.9 if mark == "S" else 0.1)
+        utterances += [(i, e) for e in events if isinstance(e, Utterance)]
+    (first_at, first), (second_at, second), (third_at, third) = utterances
+    assert first.speech_start == 0 and first.speech_end == 23 * FRAME and first_at == 23 + 20 - 1
+    assert second.speech_end == 52 * FRAME and second_at == 52 + 10 - 1  # back to the 320 ms hangover
+    assert third.speech_start == 67 * FRAME

@@ -11,7 +11,10 @@ visitor). Per echo level:
   sound is gone;
 - quiet replies: a question and its whole answer with nobody talking over it: any pause is the
   robot interrupting itself; the canceller's echo return loss enhancement is measured on these;
-- backchannels: "mm-hm", "okay", "yeah" over a reply, which must go on.
+- backchannels: "mm-hm", "okay", "yeah" over a reply, which must go on;
+- paused questions: a question with a 600-1000 ms hesitation mid-sentence (the end-of-turn
+  evaluation's cases, device/bench/pauses.py; its held-apart split unless asked otherwise) over a
+  reply, which must be heard whole: one utterance, not ended before the question's last sound.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from engines.errors import InputError
 from engines.model_specs import FRAME, SPEECH_RATE
 
 from device.app import App
+from device.bench.pauses import PauseCase, load_cases
 from device.bench.stats import percentiles_ms
 from device.conversation.visit import MicrophoneClock, Question, bundled_questions
 from device.messages import ReplyPaused, ReplyResumed
@@ -44,15 +48,17 @@ GAP_S = 0.1  # no block handed to the speaker for this long: it has gone quiet
 
 
 def measure_bargein(app: App, interruptions: int = 10, quiet: int = 10, backchannels: int = 3,
-                    levels: tuple[float, ...] = ECHO_LEVELS_DB, seed: int = 0) -> dict:
-    if min(interruptions, quiet) < 1 or backchannels < 0:
-        raise InputError("--interruptions and --quiet must be 1 or more, --backchannels 0 or more")
+                    levels: tuple[float, ...] = ECHO_LEVELS_DB, seed: int = 0, paused: int = 4,
+                    pause_split: str = "held-apart") -> dict:
+    if min(interruptions, quiet) < 1 or min(backchannels, paused) < 0:
+        raise InputError("--interruptions and --quiet must be 1 or more, --backchannels and --paused 0 or more")
     settings = dataclasses.replace(app.settings, bargein=dataclasses.replace(app.settings.bargein, enabled=True))
     questions = bundled_questions()
     asked = [q for q in questions if q.name in ASKED]
     (voice,) = [v for v in VOICES if v.name == "joe"]
     synthesizers = load_voices(app.store, app.threads)
     fillers = [speak(synthesizers, voice, text)[0] for text in BACKCHANNELS]
+    hesitant = [c for c in load_cases(app.store, pause_split, app.threads) if c.pause_ms] if paused else []
     levels_report = {}
     for level in levels:
         rng = random.Random(seed + int(level * 10))
@@ -66,12 +72,16 @@ def measure_bargein(app: App, interruptions: int = 10, quiet: int = 10, backchan
             erle = run.conversation.echo.erle_db()
             filler_cases = [run.backchannel(rng.choice(asked), rng.choice(fillers), rng.uniform(0.5, 2.0))
                             for _ in range(backchannels)]
+            paused_cases = [run.hesitant(rng.choice(asked), rng.choice(hesitant), rng.uniform(0.4, 2.5))
+                            for _ in range(paused)]
         finally:
             run.close()
-        levels_report[f"{level:+.0f} dB"] = _level_report(cases, quiet_cases, filler_cases, erle, run.room.path)
+        levels_report[f"{level:+.0f} dB"] = _level_report(cases, quiet_cases, filler_cases, erle, run.room.path) | {
+            "paused_heard_whole": f"{sum(c['whole'] for c in paused_cases)}/{len(paused_cases)}",
+            "paused_cases": paused_cases}
     return {"levels": levels_report, "interruptions_per_level": interruptions, "quiet_per_level": quiet,
-            "backchannels_per_level": backchannels, "threads": app.threads,
-            "settings": dataclasses.asdict(settings.bargein)}
+            "backchannels_per_level": backchannels, "paused_per_level": paused, "pause_split": pause_split,
+            "threads": app.threads, "settings": dataclasses.asdict(settings.bargein)}
 
 
 def _level_report(cases: list[dict], quiet: list[dict], fillers: list[dict], erle: float | None, path: EchoPath) -> dict:
@@ -87,6 +97,9 @@ def _level_report(cases: list[dict], quiet: list[dict], fillers: list[dict], erl
         "self_interruptions": f"{sum(q['paused'] for q in quiet)}/{len(quiet)} replies",
         "erle_db": erle,
         "backchannels_went_on": f"{sum(f['went_on'] for f in fillers)}/{len(fillers)}",
+        # how long a backchannel kept the reply waiting: from the pause to the reply going on
+        "backchannel_held_ms": percentiles_ms([f["held_ms"] / 1000 for f in fillers if f["held_ms"] is not None])
+        if any(f["held_ms"] is not None for f in fillers) else None,
         "cases": cases, "backchannel_cases": fillers,
     }
 
@@ -195,8 +208,24 @@ class _EchoRun:
         paused = any(isinstance(m, ReplyPaused) for m in messages)
         turns = list(self.conversation.turns)[-3:]
         cut = any(t.interrupted for t in turns)
+        held = [when for when, m in self.events[mark:] if isinstance(m, (ReplyPaused, ReplyResumed))][:2]
         return {"asked": question.name, "paused": paused, "heard": [t.transcript for t in turns if t.barged_in],
-                "went_on": not cut and (not paused or any(isinstance(m, ReplyResumed) for m in messages))}
+                "went_on": not cut and (not paused or any(isinstance(m, ReplyResumed) for m in messages)),
+                "held_ms": round((held[1] - held[0]) * 1000) if len(held) == 2 else None}
+
+    def hesitant(self, first: Question, case: PauseCase, after_s: float) -> dict:
+        """A question with a hesitation said over `first`'s answer: heard whole if the first utterance it
+        started ended after its last sound (a piece judged alone lets the reply go on, or is answered half)."""
+        self.ask(first)
+        self.feed(np.zeros(int(after_s * SPEECH_RATE) // FRAME * FRAME, np.float32))
+        count, start = len(self.conversation.turns), self.room.position
+        self.feed(case.audio[:len(case.audio) // FRAME * FRAME])
+        self.settle()
+        heard = [t for t in list(self.conversation.turns)[count:] if t.barged_in]
+        first_heard = heard[0].utterance if heard else None
+        return {"asked": first.name, "said": case.text, "voice": case.voice, "pause_ms": case.pause_ms,
+                "after_s": round(after_s, 2), "utterances": len(heard), "transcripts": [t.transcript for t in heard],
+                "whole": first_heard is not None and first_heard.speech_end >= start + case.speech_end - FRAME}
 
     def close(self) -> None:
         self.conversation.close()

@@ -85,6 +85,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     bargein.add_argument("--interruptions", type=int, default=10, help="interrupted replies per echo level (default 10)")
     bargein.add_argument("--quiet", type=int, default=10, help="replies nobody talks over, per echo level (default 10)")
     bargein.add_argument("--backchannels", type=int, default=3, help='replies with an "mm-hm" over them, per level (default 3)')
+    bargein.add_argument("--paused", type=int, default=4,
+                         help="replies with a question with a mid-sentence pause said over them, per level (default 4)")
+    bargein.add_argument("--pause-split", choices=SPLITS, default="held-apart",
+                         help="the end-of-turn set's split the paused questions come from (default held-apart; "
+                              "tune on tuning)")
     bargein.add_argument("--echo-db", type=float, action="append", dest="levels", metavar="DB",
                          help="echo level over the visitor's speech; repeat for several (default "
                               + ", ".join(f"{level:+.0f}" for level in ECHO_LEVELS_DB) + ")")
@@ -199,17 +204,20 @@ def _render(app: App, args: argparse.Namespace) -> int:
 
 
 def _bargein(app: App, args: argparse.Namespace) -> int:
-    report = measure_bargein(app, args.interruptions, args.quiet, args.backchannels, tuple(args.levels or ECHO_LEVELS_DB))
+    report = measure_bargein(app, args.interruptions, args.quiet, args.backchannels, tuple(args.levels or ECHO_LEVELS_DB),
+                             paused=args.paused, pause_split=args.pause_split)
     if args.json:
         print_json(report)
         return 0
     print(f"{'echo':>7} {'silent p50':>10} {'p95':>6} {'mouth after sound p95':>22} {'same intent':>12} "
-          f"{'self-interrupted':>17} {'ERLE dB':>8} {'mm-hm went on':>14}")
+          f"{'self-interrupted':>17} {'ERLE dB':>8} {'mm-hm went on':>14} {'held p50':>9} {'paused heard whole':>19}")
     for level, r in report["levels"].items():
         silent, mouth = r["speaker_silent_after_onset_ms"] or {}, r["mouth_closed_after_sound_ms"] or {}
         print(f"{level:>7} {silent.get('p50', '-'):>10} {silent.get('p95', '-'):>6} {mouth.get('p95', '-'):>22} "
               f"{r['same_intent']:>12} {r['self_interruptions']:>17} {r['erle_db'] if r['erle_db'] is not None else '-':>8} "
-              f"{r['backchannels_went_on']:>14}" + (f"  ({r['not_stopped']} never went silent)" if r["not_stopped"] else ""))
+              f"{r['backchannels_went_on']:>14} {(r['backchannel_held_ms'] or {}).get('p50', '-'):>9} "
+              f"{r['paused_heard_whole']:>19}"
+              + (f"  ({r['not_stopped']} never went silent)" if r["not_stopped"] else ""))
     print("(ms from the interrupting speech's onset to the speaker's last sample, on the microphone's clock; "
           "mouth: its first frame after the pause, against the sound's end)")
     return 0

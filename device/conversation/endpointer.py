@@ -55,6 +55,7 @@ class Endpointer:
         self._last_speech = 0  # stream frame index after the last speech frame
         self._speech_start = 0  # stream sample where the current speech began
         self._complete: bool | None = None  # the end-of-turn verdict on the current pause, once it arrived
+        self._least_pause = 0  # frames of silence the current utterance waits at least (`wait_longer`)
 
     @property
     def speaking(self) -> bool:
@@ -123,11 +124,17 @@ class Endpointer:
             return [self._finish(self._position - 1, truncated=False)]
         return []
 
+    def wait_longer(self, ms: int) -> None:
+        """The current utterance ends only after at least `ms` of silence (its pauses included)."""
+        self._least_pause = self.settings.frames(ms)
+
     def _pause_limit(self) -> int:
         """Frames of silence that end the current pause."""
         if not self._judged or self._complete is None:
-            return self._hangover
-        return self._min_hangover if self._complete else self._max_hangover
+            limit = self._hangover
+        else:
+            limit = self._min_hangover if self._complete else self._max_hangover
+        return max(limit, self._least_pause)
 
     def _audio_until(self, frame_index: int) -> np.ndarray:
         return np.concatenate(self._frames[: frame_index - self._first_frame])

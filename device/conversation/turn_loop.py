@@ -14,7 +14,9 @@ Threads and what each owns:
 
 Barge-in: the microphone's frames first lose the robot's own voice (the echo canceller, whose far
 end is what the speaker plays). Visitor speech of `min_speech_ms` over a reply pauses it at once
-(the feeding thread holds the speaker: a fade, the mouth closes); the turns thread, once the
+(the feeding thread holds the speaker: a fade, the mouth closes) and lets the utterance end only after
+`hold_hangover_ms` of silence (a question with a pause is heard whole) unless its words so far are a
+backchannel; the turns thread, once the
 utterance is recognised, lets a cough or a backchannel ("mm-hm") resume the reply, or cuts the
 reply (what was played is recorded; "repeat that" says the rest) and answers the new question.
 Without barge-in, while the robot speaks only "stop" is acted on. The reply those threads act on, and
@@ -150,6 +152,8 @@ class Conversation:
         events = self._take_verdicts()
         if self.bargein is not None:
             self._watch_for_barge_in(probability >= self.endpointer.settings.vad_threshold)
+            if self._barging:
+                self.endpointer.wait_longer(self._held_pause_ms())
         for event in events + self.endpointer.push(frame, probability, over_floor=not self.state.replying):
             if isinstance(event, (SpeechStarted, Utterance)):
                 self.observer(event)
@@ -181,6 +185,17 @@ class Conversation:
         self._count("barge-in: paused a reply")
         log.info("turn %d: the visitor talks over the reply; paused %.2f s into it", turn.id,
                  self.speaker.played / self.speaker.sample_rate)
+
+    def _held_pause_ms(self) -> int:
+        """The silence that ends the utterance holding a reply: `hold_hangover_ms`, so a question with a
+        pause is heard whole, unless the words before this pause (the speculative recognition's) are a
+        backchannel ("mm-hm"): then the usual hangover, and the reply goes on sooner. (Not when no word
+        was recognised: double talk can leave a question's first words unrecognisable.)"""
+        heard = self._speculative[1] if self._speculative is not None else None
+        if heard is not None and heard.done() and not heard.cancelled() and heard.exception() is None \
+                and _words(heard.result().text) and _backchannel(heard.result().text):
+            return 0
+        return self.bargein.hold_hangover_ms
 
     def _judge(self, pause: SpeechPaused) -> None:
         """On the end-of-turn thread: a failing model leaves the pause to the fixed hangover."""
@@ -451,5 +466,8 @@ class Conversation:
 
 def _backchannel(transcript: str) -> bool:
     """Nothing but acknowledgements ("mm-hm", "okay", "yeah") or no words at all (a cough)."""
-    words = re.findall(r"[a-z]+", transcript.lower())
-    return all(word in BACKCHANNELS for word in words)
+    return all(word in BACKCHANNELS for word in _words(transcript))
+
+
+def _words(transcript: str) -> list[str]:
+    return re.findall(r"[a-z]+", transcript.lower())
