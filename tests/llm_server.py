@@ -98,7 +98,8 @@ FAULTS = ("slow_first", "stall", "malformed", "flood", "control", "redirect", "d
 class FaultyLine:
     """A proxy on 127.0.0.1 to the real server; `fault` (one of FAULTS, or None) is what it does to the
     next replies. `last_event` is when the last event of the real server's stream went to the robot
-    (monotonic; the robot may hang up before its end), `requests` the bodies it was sent, `hung_up` whether the client closed the stream before its end."""
+    (monotonic; the robot may hang up before its end), `requests` the bodies it was sent, `hung_up`
+    whether the client closed the stream before its end."""
 
     slow_first_s = 4.0
     stall_s = 30.0

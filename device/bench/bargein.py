@@ -86,6 +86,7 @@ def measure_bargein(app: App, interruptions: int = 10, quiet: int = 10, backchan
 
 def _level_report(cases: list[dict], quiet: list[dict], fillers: list[dict], erle: float | None, path: EchoPath) -> dict:
     stopped = [c["silent_after_ms"] / 1000 for c in cases if c["silent_after_ms"] is not None]
+    held = [f["held_ms"] / 1000 for f in fillers if f["held_ms"] is not None]
     return {
         "echo_path": {"delay_ms": path.delay_ms, "rt60_s": path.rt60_s, "clip": path.clip},
         "speaker_silent_after_onset_ms": percentiles_ms(stopped) if stopped else None,
@@ -98,8 +99,7 @@ def _level_report(cases: list[dict], quiet: list[dict], fillers: list[dict], erl
         "erle_db": erle,
         "backchannels_went_on": f"{sum(f['went_on'] for f in fillers)}/{len(fillers)}",
         # how long a backchannel kept the reply waiting: from the pause to the reply going on
-        "backchannel_held_ms": percentiles_ms([f["held_ms"] / 1000 for f in fillers if f["held_ms"] is not None])
-        if any(f["held_ms"] is not None for f in fillers) else None,
+        "backchannel_held_ms": percentiles_ms(held) if held else None,
         "cases": cases, "backchannel_cases": fillers,
     }
 
@@ -160,9 +160,13 @@ class _EchoRun:
         transcript = self.conversation.asr.transcribe(question.audio).text
         return self.conversation.dialogue.rank(transcript)[0][0] if transcript else ""
 
-    def interrupt(self, first: Question, second: Question, after_s: float, expected: str) -> dict:
-        self.ask(first)
+    def into_answer(self, question: Question, after_s: float) -> None:
+        """Ask `question` and let its answer play `after_s` seconds."""
+        self.ask(question)
         self.feed(np.zeros(int(after_s * SPEECH_RATE) // FRAME * FRAME, np.float32))
+
+    def interrupt(self, first: Question, second: Question, after_s: float, expected: str) -> dict:
+        self.into_answer(first, after_s)
         count, mark = len(self.conversation.turns), len(self.events)
         onset = self.room.position + _speech_onset(second.audio)
         onset_at = time.monotonic() + _speech_onset(second.audio) / SPEECH_RATE
@@ -200,8 +204,7 @@ class _EchoRun:
 
     def backchannel(self, question: Question, filler: np.ndarray, after_s: float) -> dict:
         mark = len(self.events)
-        self.ask(question)
-        self.feed(np.zeros(int(after_s * SPEECH_RATE) // FRAME * FRAME, np.float32))
+        self.into_answer(question, after_s)
         self.feed(filler)
         self.settle()
         messages = [m for _, m in self.events[mark:]]
@@ -216,8 +219,7 @@ class _EchoRun:
     def hesitant(self, first: Question, case: PauseCase, after_s: float) -> dict:
         """A question with a hesitation said over `first`'s answer: heard whole if the first utterance it
         started ended after its last sound (a piece judged alone lets the reply go on, or is answered half)."""
-        self.ask(first)
-        self.feed(np.zeros(int(after_s * SPEECH_RATE) // FRAME * FRAME, np.float32))
+        self.into_answer(first, after_s)
         count, start = len(self.conversation.turns), self.room.position
         self.feed(case.audio[:len(case.audio) // FRAME * FRAME])
         self.settle()

@@ -192,10 +192,10 @@ class Conversation:
         backchannel ("mm-hm"): then the usual hangover, and the reply goes on sooner. (Not when no word
         was recognised: double talk can leave a question's first words unrecognisable.)"""
         heard = self._speculative[1] if self._speculative is not None else None
-        if heard is not None and heard.done() and not heard.cancelled() and heard.exception() is None \
-                and _words(heard.result().text) and _backchannel(heard.result().text):
-            return 0
-        return self.bargein.hold_hangover_ms
+        if heard is None or not heard.done() or heard.cancelled() or heard.exception() is not None:
+            return self.bargein.hold_hangover_ms
+        text = heard.result().text
+        return 0 if _words(text) and _backchannel(text) else self.bargein.hold_hangover_ms
 
     def _judge(self, pause: SpeechPaused) -> None:
         """On the end-of-turn thread: a failing model leaves the pause to the fixed hangover."""
