@@ -26,7 +26,6 @@ from device.conversation.llm import LlmClient
 from device.conversation.speech_out import SpeechOut
 from device.conversation.turn_loop import KEEP_TURNS, Conversation
 from device.models import catalog
-from device.models.asr import SpeechRecognizer
 from device.settings import BargeInSettings, Settings, load_settings
 from device.sound.echo_canceller import EchoCanceller, EchoCancellerError
 from device.sound.speakers import Speaker
@@ -80,13 +79,6 @@ class App:
         llm = LlmClient(settings.llm) if settings.llm.enabled else None
         return Dialogue(catalog.load_text(self.store, self.threads, engines), intents, settings.dialogue, llm)
 
-    def recognizer(self, dialogue: Dialogue, engines: EngineManager | None = None,
-                   settings: Settings | None = None) -> SpeechRecognizer:
-        """The speech recogniser, leaning toward the words of `dialogue`'s knowledge base."""
-        asr = catalog.load_asr(self.store, self.threads, engines)
-        asr.boost_words(dialogue.words, (settings or self.settings).dialogue.word_boost)
-        return asr
-
     def conversation(self, make_speaker: Callable[[int], Speaker], build_engines: bool,
                      heartbeat: Callable[[], None] = lambda: None, report: Callable[[str], None] = log.info,
                      observer: Callable[[object], None] = lambda message: None,
@@ -105,7 +97,7 @@ class App:
         dialogue = self.dialogue(engines, settings)
         speech.prepare([i.answer for i in dialogue.intents.values() if i.answer])
         bargein, echo = self._echo_canceller(settings.bargein, tts.sample_rate) if hears_speaker else (settings.bargein, None)
-        return Conversation(catalog.load_vad(self.store, engines=engines), self.recognizer(dialogue, engines, settings),
+        return Conversation(catalog.load_vad(self.store, engines=engines), catalog.load_asr(self.store, self.threads, engines),
                             dialogue, speech, make_speaker(tts.sample_rate), settings.endpoint, heartbeat, observer,
                             keep_turns, self._end_of_turn(settings.endpoint, engines), bargein, echo)
 

@@ -81,11 +81,8 @@ class DialogueSettings:
     knowledge: str  # knowledge base TOML; "" is the embedded visitor-centre example
     threshold: float  # cosine similarity below which the visitor is asked to rephrase
     confident_threshold: float  # below it (and at or above threshold) the robot asks back
-    word_boost: float = 2.0  # logits added to a recognised token that spells a knowledge-base word (0: off)
 
     def __post_init__(self) -> None:
-        if not 0 <= self.word_boost <= 10:
-            raise ValueError(f"word_boost must be between 0 and 10 (logits; 0 turns it off), got {self.word_boost}")
         if not 0 < self.threshold < 1:
             raise ValueError(f"threshold must be between 0 and 1, got {self.threshold}")
         if not self.threshold <= self.confident_threshold < 1:

@@ -40,48 +40,31 @@ def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = COND
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if limit is not None and limit < 1:
         raise InputError(f"--questions must be 1 or more, got {limit}")
+    vad, asr = catalog.load_vad(app.store), catalog.load_asr(app.store, app.threads)
     dialogue = app.dialogue()
-    vad, asr = catalog.load_vad(app.store), app.recognizer(dialogue)
     questions, talkers = load_questions(app.store, split, app.threads, limit)
     hall = Hall(len(talkers), SEED)
-    voiced = [at_speech_level(hall.visitor(q.audio)) for q in questions]
+    voiced = [_level(hall.visitor(q.audio)) for q in questions]
     report = {"split": split, "threads": app.threads, "questions": len(questions), "conditions": []}
     for snr in conditions:
         print(f"hearing: {'quiet room' if snr is None else f'babble at {snr:g} dB'}...", file=sys.stderr, flush=True)
         rng = np.random.default_rng(SEED)
-        rows = [_hear(q, speech, hall.babble(talkers, clip_length(speech), rng), snr, vad, asr, dialogue, app.settings.endpoint)
+        rows = [_hear(q, speech, hall.babble(talkers, _length(speech), rng), snr, vad, asr, dialogue, app.settings.endpoint)
                 for q, speech in zip(questions, voiced)]
         report["conditions"].append(_summary(snr, rows))
     report["babble_only"] = _babble_only(hall, talkers, voiced[0], vad, app.settings.endpoint)
     return report
 
 
-def at_speech_level(speech: np.ndarray) -> np.ndarray:
-    """The visitor's speech at the microphone's level (SPEECH_DBFS over its active blocks)."""
+def _level(speech: np.ndarray) -> np.ndarray:
     return (speech * 10 ** (SPEECH_DBFS / 20) / max(active_rms(speech), 1e-9)).astype(np.float32)
 
 
-def clip_length(speech: np.ndarray) -> int:
-    """Samples of babble a question is said into."""
+def _length(speech: np.ndarray) -> int:
     return int(LEAD_S * SPEECH_RATE) + len(speech) + int(TAIL_S * SPEECH_RATE)
 
 
 def _hear(question, speech, babble, snr, vad, asr, dialogue, settings) -> dict:
-    best, false_utterances = question_heard(question, speech, babble, snr, vad, settings)
-    transcript = asr.transcribe(best.audio).text if best is not None else ""
-    decision = dialogue.decide(transcript) if words(transcript) else None
-    spoken_until = int(LEAD_S * SPEECH_RATE) + question.spoken
-    return {"text": question.text, "voice": question.voice, "expected": question.intent, "transcript": transcript,
-            "kind": decision.kind if decision else None, "intent": decision.intent if decision else None,
-            "outcome": outcome(decision, question.intent) if decision else "not heard",
-            "wer": word_error_rate(question.text, transcript),
-            "reference_words": len(words(question.text)), "false_utterances": false_utterances,
-            "ended_ms": None if best is None else round((best.decided - spoken_until) / SPEECH_RATE * 1000)}
-
-
-def question_heard(question, speech, babble, snr, vad, settings) -> tuple[Utterance | None, int]:
-    """`speech` (the question in the hall) said into `babble` at `snr`: the utterance that overlaps the
-    question most (None: none did), and how many the babble started alone."""
     lead = int(LEAD_S * SPEECH_RATE)
     placed = np.zeros(len(babble), np.float32)
     placed[lead:lead + len(speech)] = speech
@@ -89,7 +72,14 @@ def question_heard(question, speech, babble, snr, vad, settings) -> tuple[Uttera
     span = (lead, lead + question.spoken)
     overlaps = [min(u.speech_end, span[1]) - max(u.speech_start, span[0]) for u in utterances]
     best = utterances[int(np.argmax(overlaps))] if utterances and max(overlaps) > 0 else None
-    return best, sum(o <= 0 for o in overlaps)
+    transcript = asr.transcribe(best.audio).text if best is not None else ""
+    decision = dialogue.decide(transcript) if words(transcript) else None
+    return {"text": question.text, "voice": question.voice, "expected": question.intent, "transcript": transcript,
+            "kind": decision.kind if decision else None, "intent": decision.intent if decision else None,
+            "outcome": outcome(decision, question.intent) if decision else "not heard",
+            "wer": word_error_rate(question.text, transcript),
+            "reference_words": len(words(question.text)), "false_utterances": sum(o <= 0 for o in overlaps),
+            "ended_ms": None if best is None else round((best.decided - span[1]) / SPEECH_RATE * 1000)}
 
 
 def heard(audio: np.ndarray, vad, settings) -> list[Utterance]:

@@ -26,7 +26,6 @@ from device.conversation.knowledge import Intent, KnowledgeError, load_knowledge
 from device.conversation.llm import LlmClient, LlmError
 from device.conversation.spoken_reply import SpokenReply
 from device.models.text_encoder import TextEncoder
-from device.models.word_boost import domain_words
 from device.settings import DialogueSettings
 
 log = logging.getLogger(__name__)
@@ -120,11 +119,6 @@ class Dialogue:
     @property
     def intents(self) -> dict[str, Intent]:
         return self._knowledge[0]
-
-    @property
-    def words(self) -> set[str]:
-        """The words the knowledge base (and the built-ins) ask about, for the recogniser to lean toward."""
-        return domain_words([text for i in self.intents.values() for text in (*i.examples, i.topic)])
 
     def rank(self, question: str) -> list[tuple[str, float]]:
         """Intents by their best example's similarity to the question, best first."""

@@ -1,5 +1,4 @@
-"""Moonshine base-en speech recognition: encoder once, then greedy decoding with a KV cache (and,
-when asked, word boosting toward the knowledge base's words)."""
+"""Moonshine base-en speech recognition: encoder once, then greedy decoding with a KV cache."""
 
 from __future__ import annotations
 
@@ -12,8 +11,6 @@ import numpy as np
 from engines.model_specs import SPEECH_RATE
 from engines.runner import Runner
 
-from device.models.word_boost import SPACE, WordBoost
-
 BOS, EOS = 1, 2
 TOKENS_PER_SECOND = 6.5  # Moonshine's own bound on output length; stops runaway repetition
 # Moonshine invents words ("2020, lost items...") for audio that starts on the first syllable;
@@ -21,6 +18,7 @@ TOKENS_PER_SECOND = 6.5  # Moonshine's own bound on output length; stops runaway
 # It also covers the encoder's minimum input of about 0.1 s.
 PAD = SPEECH_RATE // 4
 MAX_SECONDS = 30  # longer audio is transcribed in windows of this length
+SPACE = "\u2581"  # SentencePiece's word-boundary mark
 # Moonshine sometimes prefers ending before the first word of a long utterance (seen on a
 # resampled 10 s recording: EOS ahead by 0.5 logits); silence and noise put EOS ahead by 3 to 12.
 # A transcript is left empty only when EOS wins the first step by this clear margin.
@@ -57,11 +55,6 @@ class SpeechRecognizer:
         self.decoder = decoder
         self.vocabulary = read_vocabulary(vocabulary_path)
         self._past_names = [n for n in decoder.input_names if n.startswith("past_key_values.")]
-        self.boost: WordBoost | None = None  # swapped whole by `boost_words`, read once per decoding
-
-    def boost_words(self, words: set[str], bonus: float) -> None:
-        """Lean decoding toward `words` (the knowledge base's) by `bonus` logits; 0: plain greedy decoding."""
-        self.boost = WordBoost(words, self.vocabulary, bonus) if bonus and words else None
 
     def transcribe(self, audio: np.ndarray) -> Transcript:
         """Text of 16 kHz mono float32 audio."""
@@ -87,7 +80,6 @@ class SpeechRecognizer:
     def decode(self, hidden: np.ndarray, samples: int) -> list[int]:
         """Greedy decoding of `hidden` (of `samples` samples of audio) with the KV cache."""
         past = {name: np.zeros((1, HEADS, 0, HEAD_DIM), np.float32) for name in self._past_names}
-        boost = self.boost
         tokens, last = [], BOS
         for step in range(max(int(samples / SPEECH_RATE * TOKENS_PER_SECOND), 8)):
             out = self.decoder.infer({
@@ -97,8 +89,6 @@ class SpeechRecognizer:
                 **past,
             })
             logits = out["logits"][0, -1]
-            if boost is not None:
-                logits = boost.apply(logits, tokens)
             last = int(logits.argmax())
             if last == EOS and step == 0 and logits[EOS] - np.delete(logits, EOS).max() < EMPTY_MARGIN:
                 last = int(np.delete(logits, EOS).argmax())

@@ -279,7 +279,6 @@ class Daemon:
             settings = load_settings(self.app.config)
             knowledge = Path(settings.dialogue.knowledge) if settings.dialogue.knowledge else None
             count = self.conversation.dialogue.reload(knowledge)
-            self.conversation.asr.boost_words(self.conversation.dialogue.words, settings.dialogue.word_boost)
             self.conversation.speech.prepare([i.answer for i in self.conversation.dialogue.intents.values() if i.answer])
             self.last_reload = f"ok: {count} intents from {knowledge or 'the embedded example'}"
             log.info("reloaded the knowledge base: %s", self.last_reload)
