@@ -185,8 +185,8 @@ def _longer_pause(speech: np.ndarray, seconds: float) -> np.ndarray:
     """`speech` with its longest pause between words (10 ms blocks 30 dB under its loudest) made
     `seconds` longer."""
     power = block_power(speech)
-    quiet = np.flatnonzero(power < power.max() * 1e-3)
-    loud = np.flatnonzero(power >= power.max() * 1e-3)
+    sounding = power >= power.max() * 1e-3
+    loud, quiet = np.flatnonzero(sounding), np.flatnonzero(~sounding)
     inside = quiet[(quiet > loud[0]) & (quiet < loud[-1])]
     runs = np.split(inside, np.flatnonzero(np.diff(inside) > 1) + 1)
     middle = int(np.median(max(runs, key=len))) * BLOCK

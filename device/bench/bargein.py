@@ -76,15 +76,14 @@ def measure_bargein(app: App, interruptions: int = 10, quiet: int = 10, backchan
                             for _ in range(paused)]
         finally:
             run.close()
-        levels_report[f"{level:+.0f} dB"] = _level_report(cases, quiet_cases, filler_cases, erle, run.room.path) | {
-            "paused_heard_whole": f"{sum(c['whole'] for c in paused_cases)}/{len(paused_cases)}",
-            "paused_cases": paused_cases}
+        levels_report[f"{level:+.0f} dB"] = _level_report(cases, quiet_cases, filler_cases, paused_cases, erle, run.room.path)
     return {"levels": levels_report, "interruptions_per_level": interruptions, "quiet_per_level": quiet,
             "backchannels_per_level": backchannels, "paused_per_level": paused, "pause_split": pause_split,
             "threads": app.threads, "settings": dataclasses.asdict(settings.bargein)}
 
 
-def _level_report(cases: list[dict], quiet: list[dict], fillers: list[dict], erle: float | None, path: EchoPath) -> dict:
+def _level_report(cases: list[dict], quiet: list[dict], fillers: list[dict], paused: list[dict], erle: float | None,
+                  path: EchoPath) -> dict:
     stopped = [c["silent_after_ms"] / 1000 for c in cases if c["silent_after_ms"] is not None]
     held = [f["held_ms"] / 1000 for f in fillers if f["held_ms"] is not None]
     return {
@@ -101,6 +100,7 @@ def _level_report(cases: list[dict], quiet: list[dict], fillers: list[dict], erl
         # how long a backchannel kept the reply waiting: from the pause to the reply going on
         "backchannel_held_ms": percentiles_ms(held) if held else None,
         "cases": cases, "backchannel_cases": fillers,
+        "paused_heard_whole": f"{sum(p['whole'] for p in paused)}/{len(paused)}", "paused_cases": paused,
     }
 
 
