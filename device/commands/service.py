@@ -84,7 +84,8 @@ def _status(app: App, args: argparse.Namespace) -> int:
     bargein, tally = status["bargein"], status["tally"]
     erle = f", echo return loss enhancement {bargein['erle_db']} dB" if bargein["erle_db"] is not None else ""
     print(f"  barge-in     {'on' if bargein['enabled'] else 'off'} (echo canceller {bargein['echo_canceller']}{erle}); "
-          f"paused {tally.get('barge-in: paused a reply', 0)}, cut {tally.get('barge-in: cut a reply', 0)}")
+          f"paused {tally.get('barge-in: paused a reply', 0)} (by a sound that was not speech "
+          f"{tally.get('barge-in: a sound, not speech', 0)}), cut {tally.get('barge-in: cut a reply', 0)}")
     for turn in status["turns"]:
         print(f"  turn {turn['turn']:>3}  {turn['latency_ms'] or '-':>7} ms  {turn['intent'] or turn['ignored'] or '-':<15} {turn['transcript']}")
     return 0

@@ -30,5 +30,12 @@ class NoiseFloor:
         self._levels[self._next] = level
         self._next = (self._next + 1) % len(self._levels)
         self._seen = min(self._seen + 1, len(self._levels))
+        return self.level
+
+    @property
+    def level(self) -> float:
+        """The floor (digital silence before any level was taken)."""
+        if not self._seen:
+            return SILENT_DB
         return float(np.percentile(self._levels[:self._seen] if self._seen < len(self._levels) else self._levels,
                                    self.percentile))

@@ -41,6 +41,7 @@ from device.conversation.dialogue import STOP, Answer, Dialogue
 from device.conversation.endpointer import Endpointer, EndpointSettings
 from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, ReplyPaused, ReplyResumed, SpeechPaused,
                              SpeechResumed, SpeechStarted, TurnTimings, Utterance)
+from device.conversation.sound_onset import SoundOnset
 from device.conversation.speech_out import SpeechOut, split_sentences
 from device.conversation.turn_state import Phase, TurnState
 from device.models.asr import SpeechRecognizer, Transcript
@@ -64,6 +65,13 @@ CUT_WAIT_S = 5.0  # a cut reply's speech thread ends within this (it stops at th
 # VAD's state keeps that "speech" up for a few frames more (measured through the echo room: every
 # self-interruption started there).
 ONSET_GUARD_S = 0.3
+# A reply a sound paused (before the VAD heard speech) goes on unless an utterance starts within this:
+# once the reply is silent the VAD hears the visitor's words without the echo, in 100-300 ms.
+SOUND_CONFIRM_MS = 480
+# A sound pauses a reply only once the echo canceller has had this much playback: on its first reply
+# AEC3 leaves 25-32 dB of echo (from the second on, 36 dB rising to 55), and in the daemon's echo-room
+# test what it let through started a sound 0.86 s into the first reply.
+SOUND_AFTER_PLAYBACK_S = 12.0
 
 
 @dataclass
@@ -114,6 +122,9 @@ class Conversation:
         self._barge_frames = max(endpoint.frames(bargein.min_speech_ms), endpoint.frames(endpoint.onset_ms)) if self.bargein else 0
         self._speech_run = 0  # consecutive speech frames (feeding thread)
         self._barging = False  # the utterance being heard paused a reply (feeding thread)
+        self._sound = SoundOnset(bargein.sound_onset_db) if self.bargein and bargein.sound_onset_db > 0 else None
+        self._unconfirmed = 0  # frames since a sound paused the reply and no utterance started (feeding thread)
+        self._confirm_frames = endpoint.frames(SOUND_CONFIRM_MS)
         self.state: TurnState[Turn] = TurnState(int(ONSET_GUARD_S * speaker.sample_rate))
         self._verdicts: queue.SimpleQueue[EndOfTurnVerdict] = queue.SimpleQueue()  # end-of-turn thread -> feed
         self._verdict: EndOfTurnVerdict | None = None  # the latest, owned by the feeding thread
@@ -151,7 +162,9 @@ class Conversation:
         probability = self.vad.probability(frame)
         events = self._take_verdicts()
         if self.bargein is not None:
-            self._watch_for_barge_in(probability >= self.endpointer.settings.vad_threshold)
+            playing = self.state.replying and not self.speaker.held
+            sound = self._sound is not None and self._sound.push(frame, learn=playing) and self._echo_settled()
+            self._watch_for_barge_in(probability >= self.endpointer.settings.vad_threshold, sound)
             if self._barging:
                 self.endpointer.wait_longer(self._held_pause_ms())
         for event in events + self.endpointer.push(frame, probability, over_floor=not self.state.replying):
@@ -168,23 +181,44 @@ class Conversation:
                 self._speculative = self._judging = None
             elif isinstance(event, Utterance):
                 self._submit(event)
+        if self._unconfirmed:
+            self._confirm_sound()
 
-    def _watch_for_barge_in(self, speech: bool) -> None:
-        """Enough speech over a reply pauses it now; the turns thread decides what follows once the
-        utterance is recognised."""
+    def _watch_for_barge_in(self, speech: bool, sound: bool) -> None:
+        """Enough speech over a reply, or a sound starting on it, pauses it now; the turns thread decides
+        what follows once the utterance is recognised."""
         guarded = self.state.guarded(self.speaker.played)
         self._speech_run = self._speech_run + 1 if speech and not guarded else 0
-        if self._speech_run != self._barge_frames:
+        by_speech = self._speech_run == self._barge_frames
+        if not (by_speech or sound and not guarded):
             return
         turn = self.state.pause()
         if turn is None:
             return
         self.speaker.hold()
         self._barging = True
+        self._unconfirmed = 0 if by_speech or self.endpointer.speaking else 1
         self.observer(ReplyPaused(turn.id))
         self._count("barge-in: paused a reply")
-        log.info("turn %d: the visitor talks over the reply; paused %.2f s into it", turn.id,
-                 self.speaker.played / self.speaker.sample_rate)
+        log.info("turn %d: the visitor talks over the reply (%s); paused %.2f s into it", turn.id,
+                 "speech" if by_speech else "a sound", self.speaker.played / self.speaker.sample_rate)
+
+    def _echo_settled(self) -> bool:
+        return self.echo is None or self.echo.far_end_s >= SOUND_AFTER_PLAYBACK_S
+
+    def _confirm_sound(self) -> None:
+        """A sound paused the reply: an utterance starting keeps it paused (the turns thread decides, as
+        for speech); none within SOUND_CONFIRM_MS (a knock, a cough the VAD does not take for speech)
+        lets the reply go on."""
+        if self.endpointer.speaking:
+            self._unconfirmed = 0
+        elif self._unconfirmed < self._confirm_frames:
+            self._unconfirmed += 1
+        else:
+            self._unconfirmed, self._barging = 0, False
+            self._unpause()
+            self._count("barge-in: a sound, not speech")
+            log.info("the sound that paused the reply was not speech; it goes on")
 
     def _held_pause_ms(self) -> int:
         """The silence that ends the utterance holding a reply: `hold_hangover_ms`, so a question with a

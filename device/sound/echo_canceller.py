@@ -68,6 +68,7 @@ class EchoCanceller:
         self._out = np.zeros(BLOCK, np.float32)  # one block of latency: every frame in gives a frame out
         self.near_power = 0.0  # running sums over the frames where the far end played, for ERLE
         self.out_power = 0.0
+        self.far_end_s = 0.0  # seconds of playback the module has been given: it converges on the first few
 
     def played(self, samples: np.ndarray, fresh: bool, at: float | None = None) -> None:
         """What the speaker was just handed (speaker thread or the card's callback); `fresh`: after the device
@@ -129,6 +130,7 @@ class EchoCanceller:
         self._apm.process_stream(near_frame)
         out = np.frombuffer(near_frame.data, np.int16).astype(np.float32) / 32768
         if far is not None and np.any(far):
+            self.far_end_s += BLOCK / SPEECH_RATE
             self.near_power += float(np.dot(near, near))
             self.out_power += float(np.dot(out, out))
         return out
