@@ -5,11 +5,11 @@ Silero VAD judges 32 ms frames, and barge-in waits for `min_speech_ms` of them; 
 canceller in double talk its third speech frame came 250-550 ms (p50) after a visitor's onset
 (offline, through the echo room, 0 to +12 dB of echo). What the canceller leaves of the robot's
 voice peaked at -58 to -65 dBFS there, while a visitor's first syllable rose 15 dB over the room's
-level within 50-130 ms (p50). So three 10 ms blocks in a row that much louder than the level the
+level within 80-125 ms (p50; docs/bargein.md has the tables). So three 10 ms blocks in a row that much louder than the level the
 last 5 s stayed under 90% of the time hold the reply at once, and the VAD must then confirm it is
 speech (turn_loop.py). The 90th percentile rather than a low one: a hall's talk has gaps, and a
-floor taken in them let every louder word of the talk through (with babble 20 dB under the visitor,
-12 of 16 replies paused on the 10th percentile, 1 of 16 on the 90th); in louder talk it simply stays
+floor taken in them let the talk's louder words through (with babble 20 dB under the visitor, 9-13
+of 16 replies paused on the 10th percentile, 1-2 of 16 on the 90th); in louder talk it simply stays
 quiet and the VAD's pause is the one left. The level is never taken below QUIETEST_FLOOR_DB: the
 echo room is digitally silent between the canceller's residues, and a real microphone's own noise
 sits about there.

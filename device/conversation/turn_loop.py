@@ -13,10 +13,11 @@ Threads and what each owns:
   hands chunks to the speaker.
 
 Barge-in: the microphone's frames first lose the robot's own voice (the echo canceller, whose far
-end is what the speaker plays). Visitor speech of `min_speech_ms` over a reply pauses it at once
-(the feeding thread holds the speaker: a fade, the mouth closes) and lets the utterance end only after
-`hold_hangover_ms` of silence (a question with a pause is heard whole) unless its words so far are a
-backchannel; the turns thread, once the
+end is what the speaker plays). A sound starting over a reply (`sound_onset_db`,
+device/conversation/sound_onset.py) or visitor speech of `min_speech_ms` pauses it at once (the
+feeding thread holds the speaker: a fade, the mouth closes); a sound no utterance follows lets it go
+on. The utterance that paused it ends only after `hold_hangover_ms` of silence (a question with a
+pause is heard whole) unless its words so far are a backchannel; the turns thread, once the
 utterance is recognised, lets a cough or a backchannel ("mm-hm") resume the reply, or cuts the
 reply (what was played is recorded; "repeat that" says the rest) and answers the new question.
 Without barge-in, while the robot speaks only "stop" is acted on. The reply those threads act on, and
