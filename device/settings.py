@@ -241,7 +241,8 @@ class BargeInSettings:
 
     enabled: bool  # visitor speech during a reply pauses it; a question cuts it and is answered
     min_speech_ms: int  # speech this long (on the echo-cancelled signal) pauses the reply
-    sound_onset_db: float  # a sound this much over the echo-cancelled floor pauses it at once (0: off)
+    speech_over_room_db: float  # ...and is this much over the room's level during replies (0: any level)
+    sound_onset_db: float  # a sound this much over the room's level during replies pauses it at once (0: off)
     min_question_ms: int  # a pausing utterance shorter than this (a cough, "mm-hm") lets the reply go on
     sure_question_ms: int  # shorter than this, it cuts the reply only if the dialogue is sure what it asks
     hold_hangover_ms: int  # the silence that ends an utterance that paused a reply
@@ -250,6 +251,8 @@ class BargeInSettings:
     def __post_init__(self) -> None:
         if not FRAME * 1000 // SPEECH_RATE <= self.min_speech_ms <= 2000:
             raise ValueError(f"min_speech_ms must be between {FRAME * 1000 // SPEECH_RATE} and 2000 ms, got {self.min_speech_ms}")
+        if not 0 <= self.speech_over_room_db <= 20:
+            raise ValueError(f"speech_over_room_db must be between 0 (any level) and 20 dB, got {self.speech_over_room_db}")
         if self.sound_onset_db != 0 and not 6 <= self.sound_onset_db <= 40:
             raise ValueError(f"sound_onset_db must be 0 (off) or between 6 and 40 dB, got {self.sound_onset_db}")
         if not 0 <= self.min_question_ms <= 5000:
