@@ -14,9 +14,9 @@ Threads and what each owns:
 
 Barge-in: the microphone's frames first lose the robot's own voice (the echo canceller, whose far
 end is what the speaker plays). A sound starting over a reply (`sound_onset_db`,
-device/conversation/sound_onset.py) or visitor speech of `min_speech_ms` `speech_over_room_db` louder
-than the room during replies (device/conversation/reply_room.py: a hall's talk is speech too) pauses it at once (the
-feeding thread holds the speaker: a fade, the mouth closes); a sound no utterance follows lets it go
+device/conversation/sound_onset.py) or `min_speech_ms` of visitor speech (`speech_over_room_db` louder
+than the room during replies, device/conversation/reply_room.py: a hall's talk is speech too) pauses
+it at once (the feeding thread holds the speaker: a fade, the mouth closes); a sound no utterance follows lets it go
 on. The utterance that paused it ends only after `hold_hangover_ms` of silence (a question with a
 pause is heard whole) unless its words so far are a backchannel; the turns thread, once the
 utterance is recognised, lets a cough or a backchannel ("mm-hm") resume the reply, or cuts the
@@ -209,7 +209,7 @@ class Conversation:
 
     def _speech_over_room(self, frame: np.ndarray, probability: float) -> bool:
         """Speech (the VAD's) that is louder than the room during replies: a hall's talk is speech too,
-        and without this it paused 1-11 of 16 replies (docs/bargein.md)."""
+        and in talk 10 dB under the visitor, without this it paused up to 10 of 16 replies (docs/bargein.md)."""
         margin = self.bargein.speech_over_room_db
         return probability >= self.endpointer.settings.vad_threshold and (margin == 0 or self._room.louder(frame, margin))
 
