@@ -192,7 +192,7 @@ def test_a_halls_talk_does_not_pause_replies_and_a_visitor_louder_than_it_does(s
     hall, rng = Hall(len(talkers), seed=7), np.random.default_rng(3)
     guard = int(ONSET_GUARD_S * SPEECH_RATE) // FRAME
     vad.reset()
-    talk_alone, louder_alone, onsets, louder_after = 0, [], [], []
+    talk_alone, louder_alone, louder_after = 0, [], []
     for k in range(8):
         reply = answers[k % len(answers)]
         length, said = len(reply) * SPEECH_RATE // rate + SPEECH_RATE, len(reply) * SPEECH_RATE // rate // FRAME
@@ -215,7 +215,6 @@ def test_a_halls_talk_does_not_pause_replies_and_a_visitor_louder_than_it_does(s
         talk_alone += any(t < 0 for t in paused[0])
         louder_alone += [t for t in paused[1] if t < 0]
         if k % 2:
-            onsets.append(onset)
             louder_after.append(min((t for t in paused[1] if t >= 0), default=None))
     assert talk_alone, "the talk was never speech to the VAD: the test tests nothing"
     assert louder_alone == []
