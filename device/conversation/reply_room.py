@@ -41,11 +41,12 @@ class ReplyRoom:
         audio = np.concatenate([self._pending, frame])
         whole = len(audio) // BLOCK * BLOCK
         self._pending = audio[whole:]
+        steady = None if learn else self.level_db  # not learning: one level for the whole frame
         judged = []
         for block in audio[:whole].reshape(-1, BLOCK):
             level = level_db(block)
-            room = self._levels.update(level) if learn else self._levels.level
-            judged.append((level, max(room, QUIETEST_FLOOR_DB)))
+            room = max(self._levels.update(level), QUIETEST_FLOOR_DB) if learn else steady
+            judged.append((level, room))
         return judged
 
     def louder(self, frame: np.ndarray, margin_db: float) -> bool:
