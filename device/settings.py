@@ -52,6 +52,7 @@ class EndpointSettings:
     end_of_turn_threshold: float = 0.5  # its probability from which the visitor has finished
     min_hangover_ms: int = 200  # silence that ends an utterance judged finished
     max_hangover_ms: int = 1200  # silence that ends an utterance judged unfinished
+    wait_after_open_words: bool = False  # a pause after "the", "to", "if"... waits max_hangover_ms
     min_level_over_floor_db: float = 0.0  # speech must be this much louder than the noise floor (0: off)
 
     def __post_init__(self) -> None:

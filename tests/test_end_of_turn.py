@@ -12,6 +12,7 @@ import pytest
 
 from device.bench.pauses import PAUSES_MS, evaluate, load_cases
 from device.conversation.endpointer import SPECULATE_AFTER_MS, EndpointSettings
+from device.conversation.open_words import OPEN_WORDS
 from device.conversation.report import turn_report
 from device.conversation.visit import Question, play_visit
 from device.models import catalog
@@ -117,3 +118,27 @@ def test_the_evaluation_set_has_both_splits_with_real_pauses_and_the_fixed_hango
     assert not {c.text for c in splits["tuning"]} & {c.text for c in splits["held-apart"]}  # no question in both
     results = evaluate(splits["held-apart"][:8], vad, None, ENDPOINT)  # 400 ms of silence ends every 600-1000 ms pause
     assert [r.cut for r in results] == [bool(r.case.pause_ms) for r in results]
+
+
+def test_a_hesitation_after_open_words_is_waited_for_and_straight_questions_are_not(store, vad, asr):
+    """The tuning split's questions whose hesitation comes after "the", "if" or "to": with the fixed
+    hangover every hesitation is cut; with open words waited on (the real recogniser on each pause,
+    its result arriving after the time it took) none is, and the same questions said straight
+    through wait no longer than without it."""
+    cases = [c for c in load_cases(store, "tuning") if c.text.partition("|")[0].split()[-1].lower() in OPEN_WORDS]
+    fixed = dataclasses.replace(ENDPOINT, end_of_turn=False)
+    before = evaluate(cases, vad, None, fixed)
+    assert len(cases) >= 8 and all(r.cut for r in before if r.case.pause_ms)
+    results = evaluate(cases, vad, None, dataclasses.replace(fixed, wait_after_open_words=True), asr)
+    assert not [r.case.text for r in results if r.case.pause_ms and r.cut]
+    assert [r.waited_ms for r in results if not r.case.pause_ms] == [r.waited_ms for r in before if not r.case.pause_ms]
+    assert all(r.heard for r in results)
+
+
+def test_the_conversation_waits_out_a_hesitation_after_open_words(make_conversation, store):
+    (case,) = [c for c in load_cases(store, "tuning") if c.text.startswith("Where is the") and c.pause_ms]
+    endpoint = dataclasses.replace(ENDPOINT, end_of_turn=False, wait_after_open_words=True)
+    conversation = make_conversation(endpoint=endpoint)
+    play_visit(conversation, [Question(case.audio, "exit")], realtime=True)
+    assert [t.transcript for t in conversation.turns] and len(conversation.turns) == 1
+    assert "exit" in conversation.turns[0].transcript.lower()

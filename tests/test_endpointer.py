@@ -155,3 +155,44 @@ def test_an_utterance_told_to_wait_longer_bridges_a_longer_pause_and_the_next_on
     assert first.speech_start == 0 and first.speech_end == 23 * FRAME and first_at == 23 + 20 - 1
     assert second.speech_end == 52 * FRAME and second_at == 52 + 10 - 1  # back to the 320 ms hangover
     assert third.speech_start == 67 * FRAME
+
+
+OPEN = dataclasses.replace(JUDGED, wait_after_open_words=True)
+
+
+def with_words(pattern: str, words_at: int | None, leaves: bool, verdict_at: int | None = None,
+               complete: bool = True, settings: EndpointSettings = OPEN) -> list[tuple[int, object]]:
+    """Like `judged`, with the first pause's speculative words arriving before frame `words_at`."""
+    from device.messages import EndOfTurnVerdict
+
+    endpointer = Endpointer(settings, judged=settings.end_of_turn)
+    events, pause = [], None
+    for i, mark in enumerate(pattern):
+        if pause is not None and i == verdict_at:
+            events += [(i, e) for e in endpointer.judge(EndOfTurnVerdict(pause.speech_end, 0.9 if complete else 0.1, complete, 50.0))]
+        if pause is not None and i == words_at:
+            events += [(i, e) for e in endpointer.heard(pause.speech_end, leaves)]
+        for event in endpointer.push(np.full(FRAME, i, np.float32), 0.9 if mark == "S" else 0.1):
+            events.append((i, event))
+            pause = event if isinstance(event, SpeechPaused) and pause is None else pause
+    return events
+
+
+def test_words_that_leave_the_sentence_open_bridge_a_pause_the_fixed_hangover_would_end():
+    fixed = dataclasses.replace(OPEN, end_of_turn=False)
+    pattern = "SSSSSS" + "." * 20 + "SSSS" + "." * 40  # a 640 ms pause, the 320 ms hangover ends it
+    assert len([e for _, e in with_words(pattern, None, True, settings=fixed) if isinstance(e, Utterance)]) == 2
+    utterances = [e for _, e in with_words(pattern, 10, True, settings=fixed) if isinstance(e, Utterance)]
+    assert len(utterances) == 1 and utterances[0].speech_end == 30 * FRAME
+    closed = [e for _, e in with_words(pattern, 10, False, settings=fixed) if isinstance(e, Utterance)]
+    assert len(closed) == 2 and closed[0].decided - closed[0].speech_end == 10 * FRAME  # the fixed hangover
+
+
+def test_open_words_overrule_a_finished_verdict_which_waits_for_the_words():
+    pattern = "SSSSSS" + "." * 40
+    (ended_at, _), = [(i, e) for i, e in with_words(pattern, 13, True, verdict_at=9) if isinstance(e, Utterance)]
+    assert ended_at == 6 + 30 - 1  # 960 ms: the words held it open though the model said finished
+    (ended_at, utterance), = [(i, e) for i, e in with_words(pattern, 13, False, verdict_at=9) if isinstance(e, Utterance)]
+    assert ended_at == 13 and utterance.decided == 13 * FRAME  # finished, once the words were in (160 ms had passed)
+    (ended_at, _), = [(i, e) for i, e in with_words(pattern, None, False, verdict_at=9) if isinstance(e, Utterance)]
+    assert ended_at == 6 + 10 - 1  # words never came: the fixed hangover, not the short one

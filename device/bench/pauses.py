@@ -6,13 +6,16 @@ pause of 600-1000 ms is inserted at the marked word boundary, found from the voi
 timings, with the four speakers of `device.models.voices`. Then each case is played
 through the VAD and the endpointer as the daemon does, in simulated time: the model's verdict on a
 pause reaches the endpointer after the time the model actually took (`cost_ms`), counted from the
-moment recognition would start. A case passes when its utterance is not cut before the end of its
+moment recognition would start; with `[endpoint] wait_after_open_words` the recogniser transcribes
+each pause as the speculative recognition does, its words arriving after the time it took. A case
+passes when its utterance is not cut before the end of its
 speech; for a straight question, the silence waited before the end is what the visitor feels.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +24,7 @@ from engines.model_specs import FRAME, SPEECH_RATE
 
 from device.bundled import SAMPLES
 from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer
+from device.conversation.open_words import leaves_open
 from device.models.voices import VOICES, Voice, load_voices, speak
 from device.messages import SpeechPaused, Utterance
 from device.settings import EndpointSettings
@@ -77,34 +81,48 @@ class CaseResult:
     cut: bool  # an utterance ended before the question did
     waited_ms: float | None  # silence after the question before its end was decided
     verdicts: tuple[tuple[float, float], ...]  # (probability, cost_ms) per pause judged
+    heard: tuple[tuple[str, float], ...] = ()  # (speculative words, cost_ms) per pause, when open words are waited on
 
 
-def evaluate(cases: list[PauseCase], vad, detector, settings: EndpointSettings) -> list[CaseResult]:
-    """Play each case through the VAD and the endpointer; `detector` None: the fixed hangover."""
-    return [_play(case, vad, detector, settings) for case in cases]
+def evaluate(cases: list[PauseCase], vad, detector, settings: EndpointSettings, asr=None) -> list[CaseResult]:
+    """Play each case through the VAD and the endpointer; `detector` None: the fixed hangover; `asr`
+    (needed when `settings.wait_after_open_words`): the speculative recognition of each pause."""
+    if settings.wait_after_open_words and asr is None:
+        raise ValueError("wait_after_open_words needs the recogniser")
+    return [_play(case, vad, detector, settings, asr) for case in cases]
 
 
-def _play(case: PauseCase, vad, detector, settings: EndpointSettings) -> CaseResult:
+def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr) -> CaseResult:
     endpointer = Endpointer(settings, judged=detector is not None)
     vad.reset()
     due: list[tuple[int, object]] = []  # (frame at which it arrives, verdict)
+    words: list[tuple[int, int, bool]] = []  # (frame at which they arrive, their pause's speech_end, they leave it open)
     utterances: list[Utterance] = []
-    verdicts = []
+    verdicts, heard = [], []
     for index in range(len(case.audio) // FRAME):
         for arrival, verdict in [d for d in due if d[0] == index]:
             utterances += [e for e in endpointer.judge(verdict) if isinstance(e, Utterance)]
+        for arrival, speech_end, leaves in [w for w in words if w[0] == index]:
+            utterances += [e for e in endpointer.heard(speech_end, leaves) if isinstance(e, Utterance)]
         frame = case.audio[index * FRAME:(index + 1) * FRAME]
         for event in endpointer.push(frame, vad.probability(frame)):
             if isinstance(event, Utterance):
                 utterances.append(event)
-            elif isinstance(event, SpeechPaused) and detector is not None:
-                verdict = detector.judge(event.audio, event.speech_end)
-                verdicts.append((round(verdict.probability, 3), verdict.cost_ms))
-                due.append((index + math.ceil(verdict.cost_ms / FRAME_MS), verdict))
+            elif isinstance(event, SpeechPaused):
+                if detector is not None:
+                    verdict = detector.judge(event.audio, event.speech_end)
+                    verdicts.append((round(verdict.probability, 3), verdict.cost_ms))
+                    due.append((index + math.ceil(verdict.cost_ms / FRAME_MS), verdict))
+                if settings.wait_after_open_words:
+                    began = time.perf_counter()
+                    text = asr.transcribe(event.audio).text
+                    cost_ms = (time.perf_counter() - began) * 1000
+                    heard.append((text, round(cost_ms, 1)))
+                    words.append((index + math.ceil(cost_ms / FRAME_MS), event.speech_end, leaves_open(text)))
     cut = any(u.speech_end < case.speech_end - FRAME for u in utterances)
     last = utterances[-1] if utterances else None
     waited = None if last is None else (last.decided - case.speech_end) / SPEECH_RATE * 1000
-    return CaseResult(case, len(utterances), cut, waited, tuple(verdicts))
+    return CaseResult(case, len(utterances), cut, waited, tuple(verdicts), tuple(heard))
 
 
 def summary(results: list[CaseResult], wait_limit_ms: float = 400) -> dict:
@@ -133,10 +151,11 @@ def measure_pauses(app, split: str) -> dict:
 
     vad = catalog.load_vad(app.store)
     detector = catalog.load_end_of_turn(app.store, app.threads, app.settings.endpoint.end_of_turn_threshold)
+    asr = catalog.load_asr(app.store, app.threads) if app.settings.endpoint.wait_after_open_words else None
     cases = load_cases(app.store, split, app.threads)
     report = {"split": split, "threads": app.threads, "settings": vars(app.settings.endpoint).copy()}
     for name, judge in (("fixed_hangover", None), ("end_of_turn", detector)):
-        results = evaluate(cases, vad, judge, app.settings.endpoint)
+        results = evaluate(cases, vad, judge, app.settings.endpoint, asr)
         report[name] = summary(results) | {"cases": [_row(r) for r in results]}
     return report
 
@@ -145,4 +164,4 @@ def _row(result: CaseResult) -> dict:
     case = result.case
     return {"text": case.text, "voice": case.voice, "pause_ms": case.pause_ms, "utterances": result.utterances,
             "cut": bool(result.cut), "waited_ms": None if result.waited_ms is None else round(result.waited_ms, 1),
-            "verdicts": [list(v) for v in result.verdicts]}
+            "verdicts": [list(v) for v in result.verdicts], "heard": [list(h) for h in result.heard]}

@@ -7,7 +7,10 @@ and `SpeechResumed` voids it if the visitor goes on.
 
 The hangover of a pause: the fixed `hangover_ms` without an end-of-turn model, or while its verdict
 on this pause has not arrived (a slow model costs nothing over today's wait); once it has,
-`min_hangover_ms` if it judged the visitor finished, `max_hangover_ms` if not.
+`min_hangover_ms` if it judged the visitor finished, `max_hangover_ms` if not. With
+`wait_after_open_words`, the pause's speculative words (`heard`) come first: when they leave the
+sentence open ("Where is the ...", device/conversation/open_words.py) the pause lasts
+`max_hangover_ms` whatever the model says, and a "finished" verdict waits for them.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class Endpointer:
         self._last_speech = 0  # stream frame index after the last speech frame
         self._speech_start = 0  # stream sample where the current speech began
         self._complete: bool | None = None  # the end-of-turn verdict on the current pause, once it arrived
+        self._words: bool | None = None  # the words before the current pause leave the sentence open, once heard
         self._least_pause = 0  # frames of silence the current utterance waits at least (`wait_longer`)
 
     @property
@@ -100,7 +104,7 @@ class Endpointer:
         if is_speech:
             if self._silence_run >= self._speculate_after:
                 events.append(SpeechResumed())
-            self._silence_run, self._complete = 0, None
+            self._silence_run, self._complete, self._words = 0, None, None
             self._last_speech = index + 1
         else:
             self._silence_run += 1
@@ -116,10 +120,23 @@ class Endpointer:
         """The end-of-turn model's verdict on a pause; the utterance if that pause has now lasted long
         enough. A verdict on a pause that is over (speech resumed, or the utterance already ended) is
         ignored."""
-        if not (self._speaking and self._silence_run >= self._speculate_after
-                and verdict.speech_end == self._last_speech * FRAME):
+        if not self._in_pause(verdict.speech_end):
             return []
         self._complete = verdict.complete
+        return self._end_if_long_enough()
+
+    def heard(self, speech_end: int, leaves_open: bool) -> list[Event]:
+        """The speculative words of the pause after `speech_end` are in (`wait_after_open_words`);
+        `leaves_open`: they leave the sentence open, and the pause lasts `max_hangover_ms`."""
+        if not self._in_pause(speech_end):
+            return []
+        self._words = leaves_open
+        return self._end_if_long_enough()
+
+    def _in_pause(self, speech_end: int) -> bool:
+        return self._speaking and self._silence_run >= self._speculate_after and speech_end == self._last_speech * FRAME
+
+    def _end_if_long_enough(self) -> list[Event]:
         if self._silence_run >= self._pause_limit():
             return [self._finish(self._position - 1, truncated=False)]
         return []
@@ -130,7 +147,10 @@ class Endpointer:
 
     def _pause_limit(self) -> int:
         """Frames of silence that end the current pause."""
-        if not self._judged or self._complete is None:
+        awaiting_words = self.settings.wait_after_open_words and self._words is None
+        if self._words:
+            limit = self._max_hangover
+        elif not self._judged or self._complete is None or self._complete and awaiting_words:
             limit = self._hangover
         else:
             limit = self._min_hangover if self._complete else self._max_hangover

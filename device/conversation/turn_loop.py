@@ -43,6 +43,7 @@ from device.conversation.dialogue import STOP, Answer, Dialogue
 from device.conversation.endpointer import Endpointer, EndpointSettings
 from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, ReplyPaused, ReplyResumed, SpeechPaused,
                              SpeechResumed, SpeechStarted, TurnTimings, Utterance)
+from device.conversation.open_words import leaves_open
 from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
 from device.conversation.speech_out import SpeechOut, split_sentences
@@ -145,6 +146,7 @@ class Conversation:
         self._frame = 0
         self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
         self._speculative: tuple[int, Future[Transcript]] | None = None
+        self._words_given = -1  # the pause whose speculative words the endpointer was last given (feeding thread)
         self._asr_pool = ThreadPoolExecutor(1, thread_name_prefix="asr")
         self._judge_pool = ThreadPoolExecutor(1, thread_name_prefix="end-of-turn")
         self._speech_pool = ThreadPoolExecutor(1, thread_name_prefix="speech")
@@ -164,7 +166,7 @@ class Conversation:
         if self.echo is not None:
             frame = self.echo.clean(frame, captured_at)
         probability = self.vad.probability(frame)
-        events = self._take_verdicts()
+        events = self._take_verdicts() + self._take_words()
         if self.bargein is not None:
             blocks = self._room.hear(frame, learn=self.state.replying and not self.speaker.held)
             sound = self._sound is not None and self._sound.push(blocks) and self._echo_settled()
@@ -187,6 +189,18 @@ class Conversation:
                 self._submit(event)
         if self._unconfirmed:
             self._confirm_sound()
+
+    def _take_words(self) -> list:
+        """With `wait_after_open_words`: once the speculative recognition of the current pause is back,
+        its words go to the endpointer (words that leave the sentence open hold the pause open)."""
+        if not self.endpointer.settings.wait_after_open_words or self._speculative is None:
+            return []
+        speech_end, heard = self._speculative
+        if speech_end == self._words_given or not heard.done():
+            return []
+        self._words_given = speech_end
+        failed = heard.cancelled() or heard.exception() is not None
+        return self.endpointer.heard(speech_end, not failed and leaves_open(heard.result().text))
 
     def _watch_for_barge_in(self, speech: bool, sound: bool) -> None:
         """Enough speech over a reply, or a sound starting on it, pauses it now; the turns thread decides
