@@ -135,10 +135,18 @@ def test_a_hesitation_after_open_words_is_waited_for_and_straight_questions_are_
     assert all(r.heard for r in results)
 
 
-def test_the_conversation_waits_out_a_hesitation_after_open_words(make_conversation, store):
+def test_the_conversation_waits_out_a_hesitation_after_open_words(make_conversation, store, tts):
+    """Heard whole; and a visitor who stops after "Is it possible to" for good is answered after the long
+    hangover, the turn saying why."""
+    from device.audio_file import resample
+
     (case,) = [c for c in load_cases(store, "tuning") if c.text.startswith("Where is the") and c.pause_ms]
     endpoint = dataclasses.replace(ENDPOINT, end_of_turn=False, wait_after_open_words=True)
     conversation = make_conversation(endpoint=endpoint)
-    play_visit(conversation, [Question(case.audio, "exit")], realtime=True)
-    assert [t.transcript for t in conversation.turns] and len(conversation.turns) == 1
-    assert "exit" in conversation.turns[0].transcript.lower()
+    unfinished = resample(tts.say("Is it possible to"), tts.sample_rate, 16000)
+    play_visit(conversation, [Question(case.audio, "exit"), Question(np.concatenate([np.zeros(8000, np.float32), unfinished]), "")],
+               realtime=True)
+    whole, stopped = conversation.turns
+    assert "exit" in whole.transcript.lower() and not turn_report(whole)["end_of_turn"]["open_words"]
+    report = turn_report(stopped)["end_of_turn"]
+    assert report["open_words"] and abs(report["hangover_ms"] - endpoint.max_hangover_ms) <= 32

@@ -89,6 +89,7 @@ class Turn:
     answer: Answer | None = None
     chunks: list[ReplyChunk] = field(default_factory=list)
     end_of_turn: EndOfTurnVerdict | None = None  # the verdict that ended it, if one did
+    open_words: bool = False  # the words before the pause that ended it left the sentence open
     ignored: str = ""  # why no reply was given, if none was
     interrupted: bool = False
     barged_in: bool = False  # heard over a reply, which it paused
@@ -147,6 +148,7 @@ class Conversation:
         self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
         self._speculative: tuple[int, Future[Transcript]] | None = None
         self._words_given = -1  # the pause whose speculative words the endpointer was last given (feeding thread)
+        self._words_open = -1  # the last pause whose words left the sentence open (feeding thread)
         self._asr_pool = ThreadPoolExecutor(1, thread_name_prefix="asr")
         self._judge_pool = ThreadPoolExecutor(1, thread_name_prefix="end-of-turn")
         self._speech_pool = ThreadPoolExecutor(1, thread_name_prefix="speech")
@@ -200,7 +202,9 @@ class Conversation:
             return []
         self._words_given = speech_end
         failed = heard.cancelled() or heard.exception() is not None
-        return self.endpointer.heard(speech_end, not failed and leaves_open(heard.result().text))
+        if not failed and leaves_open(heard.result().text):
+            self._words_open = speech_end
+        return self.endpointer.heard(speech_end, speech_end == self._words_open)
 
     def _watch_for_barge_in(self, speech: bool, sound: bool) -> None:
         """Enough speech over a reply, or a sound starting on it, pauses it now; the turns thread decides
@@ -360,6 +364,7 @@ class Conversation:
         turn.barged_in, self._barging = self._barging, False
         if self._verdict is not None and self._verdict.speech_end == utterance.speech_end:
             turn.end_of_turn = self._verdict
+        turn.open_words = self._words_open == utterance.speech_end
         self._pending.put((turn, future))
 
     def _new_turn(self, utterance: Utterance, timings: TurnTimings) -> Turn:
