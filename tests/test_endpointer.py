@@ -80,18 +80,7 @@ def test_a_dip_between_syllables_starts_no_speculation():
 
 def judged(pattern: str, verdict_at: int | None, complete: bool) -> list[tuple[int, object]]:
     """Like `run`, with an end-of-turn verdict on the first pause arriving before frame `verdict_at`."""
-    from device.messages import EndOfTurnVerdict
-
-    endpointer = Endpointer(JUDGED, judged=True)
-    events, pause = [], None
-    for i, mark in enumerate(pattern):
-        if i == verdict_at and pause is not None:
-            events += [(i, e) for e in endpointer.judge(EndOfTurnVerdict(pause.speech_end, 0.9 if complete else 0.1, complete, 50.0))]
-        frame = np.full(FRAME, i, np.float32)
-        for event in endpointer.push(frame, 0.9 if mark == "S" else 0.1):
-            events.append((i, event))
-            pause = event if isinstance(event, SpeechPaused) and pause is None else pause
-    return events
+    return with_words(pattern, None, False, verdict_at, complete, settings=JUDGED)
 
 
 JUDGED = EndpointSettings(vad_threshold=0.5, onset_ms=64, hangover_ms=320, pre_roll_ms=128, max_utterance_s=5.0,
@@ -162,7 +151,8 @@ OPEN = dataclasses.replace(JUDGED, wait_after_open_words=True)
 
 def with_words(pattern: str, words_at: int | None, leaves: bool, verdict_at: int | None = None,
                complete: bool = True, settings: EndpointSettings = OPEN) -> list[tuple[int, object]]:
-    """Like `judged`, with the first pause's speculative words arriving before frame `words_at`."""
+    """Like `run`, with the first pause's end-of-turn verdict arriving before frame `verdict_at` and its
+    speculative words before frame `words_at` (None: never)."""
     from device.messages import EndOfTurnVerdict
 
     endpointer = Endpointer(settings, judged=settings.end_of_turn)

@@ -10,12 +10,12 @@ for?", "Can you repeat that?", "Do you have any?").
 
 from __future__ import annotations
 
-import re
+from device.models.asr import words
 
 OPEN_WORDS = frozenset("a an the my your our their its every to and or but if because than whether".split())
 
 
 def leaves_open(transcript: str) -> bool:
     """The transcript's last word leaves its sentence open (False with no words)."""
-    words = re.findall(r"[a-z']+", transcript.lower())
-    return bool(words) and words[-1] in OPEN_WORDS
+    said = words(transcript)
+    return bool(said) and said[-1] in OPEN_WORDS
