@@ -6,6 +6,8 @@ file only overrides. Unknown sections or keys and wrong types are errors that na
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +56,7 @@ class EndpointSettings:
     max_hangover_ms: int = 1200  # silence that ends an utterance judged unfinished
     wait_after_open_words: bool = False  # a pause after "the", "to", "if"... waits max_hangover_ms
     min_level_over_floor_db: float = 0.0  # speech must be this much louder than the noise floor (0: off)
+    array_level_over_floor_db: float = 0.0  # the same, when the microphone is an array's beam
 
     def __post_init__(self) -> None:
         if not 0 < self.vad_threshold < 1:
@@ -66,10 +69,16 @@ class EndpointSettings:
                              f"{self.hangover_ms}, {self.max_hangover_ms}")
         if not 0 < self.end_of_turn_threshold < 1:
             raise ValueError(f"end_of_turn_threshold must be between 0 and 1, got {self.end_of_turn_threshold}")
-        if not 0 <= self.min_level_over_floor_db <= 30:
-            raise ValueError(f"min_level_over_floor_db must be between 0 and 30 dB, got {self.min_level_over_floor_db}")
+        for key in ("min_level_over_floor_db", "array_level_over_floor_db"):
+            if not 0 <= getattr(self, key) <= 30:
+                raise ValueError(f"{key} must be between 0 and 30 dB, got {getattr(self, key)}")
         if not 1 <= self.max_utterance_s <= 60:
             raise ValueError(f"max_utterance_s must be between 1 and 60 s, got {self.max_utterance_s}")
+
+    def through_array(self) -> "EndpointSettings":
+        """The endpointing of an array's beam: a hall's talk through it is less even than at one
+        microphone (the beam takes out some talkers more than others), so it has its own margin."""
+        return dataclasses.replace(self, min_level_over_floor_db=self.array_level_over_floor_db)
 
     def frames(self, ms: float) -> int:
         return max(1, round(ms / 1000 * SPEECH_RATE / FRAME))
@@ -201,6 +210,19 @@ class AudioSettings:
 
     input_device: str
     output_device: str
+    array_channels: tuple[int, ...]  # the capture channels of an array's microphones, in order round its circle
+    array_radius_mm: float
+    array_first_deg: float  # the direction of the first listed microphone (0: straight ahead, positive: right)
+
+    def __post_init__(self) -> None:
+        channels = tuple(self.array_channels)
+        if any(type(c) is not int or c < 0 for c in channels) or len(set(channels)) != len(channels):
+            raise ValueError(f"array_channels must list distinct capture channels (0 or more), got {list(channels)}")
+        if len(channels) == 1:
+            raise ValueError(f"array_channels must list 2 or more microphones, or none (one microphone), got {list(channels)}")
+        if channels and not 5 <= self.array_radius_mm <= 500:
+            raise ValueError(f"array_radius_mm must be between 5 and 500 mm, got {self.array_radius_mm}")
+        object.__setattr__(self, "array_channels", channels)  # frozen: a tuple, not the TOML's list
 
 
 @dataclass(frozen=True)
@@ -223,8 +245,11 @@ class CameraSettings:
     arrive_s: float
     leave_s: float
     gate_listening: bool
+    field_of_view_deg: float  # horizontal
 
     def __post_init__(self) -> None:
+        if not 20 <= self.field_of_view_deg <= 170:
+            raise ValueError(f"field_of_view_deg must be between 20 and 170 degrees, got {self.field_of_view_deg}")
         if not 0.5 <= self.detect_hz <= 30:
             raise ValueError(f"detect_hz must be between 0.5 and 30, got {self.detect_hz}")
         if self.min_face_px < 10:
@@ -234,6 +259,13 @@ class CameraSettings:
 
     def engagement(self) -> "EngagementSettings":
         return EngagementSettings(self.min_face_px, self.arrive_s, self.leave_s)
+
+    def direction_of(self, point: tuple[float, float]) -> tuple[float, float]:
+        """A point of the picture (-1..1 across and down) as seen from the camera: (azimuth, positive to
+        the robot's right; elevation, positive up) in radians, for a pinhole camera with square pixels
+        looking straight ahead."""
+        half_width = math.tan(math.radians(self.field_of_view_deg) / 2)
+        return math.atan(point[0] * half_width), -math.atan(point[1] * half_width * self.height / self.width)
 
 
 @dataclass(frozen=True)

@@ -196,7 +196,7 @@ def test_a_halls_talk_does_not_pause_replies_and_a_visitor_louder_than_it_does(s
     for k in range(8):
         reply = answers[k % len(answers)]
         length, said = len(reply) * SPEECH_RATE // rate + SPEECH_RATE, len(reply) * SPEECH_RATE // rate // FRAME
-        visitor = at_snr(asked[0].audio, hall.babble(talkers, length, rng), 10.0)
+        visitor = at_snr(asked[0].audio, hall.babble(talkers, length, rng)[0], 10.0)
         onset = length  # none
         if k % 2:
             question = asked[k // 2 % len(asked)].audio

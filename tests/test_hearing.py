@@ -26,8 +26,8 @@ def test_the_splits_share_no_question_and_no_babble_sentence():
 def test_babble_is_mixed_at_the_asked_level_over_the_speech(store):
     questions, talkers = load_questions(store, "tuning", limit=1)
     hall = Hall(len(talkers), seed=1)
-    speech = hall.visitor(questions[0].audio)
-    babble = hall.babble(talkers, len(speech), np.random.default_rng(0))
+    speech = hall.visitor(questions[0].audio)[0]
+    babble = hall.babble(talkers, len(speech), np.random.default_rng(0))[0]
     power_speech = block_power(speech)
     active = power_speech > 10 ** (ACTIVE_DB / 10)
     for snr_db in (0.0, 10.0):

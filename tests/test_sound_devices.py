@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from device.sound.beamformer import MicArray
 from tests.conftest import REPO, run_cli
+from tests.test_beamformer import plane_wave
 
 ASOUNDRC = """
 pcm.!default { type asym playback.pcm "fileout" capture.pcm "filein" }
@@ -143,12 +145,8 @@ def test_captured_frames_equal_the_input_at_real_time_pace(pulse, tmp_path):
         "import threading, subprocess, time, numpy as np\n"
         "from device.sound.devices import Microphone\n"
         "mic = Microphone('default')\n"
-        f"player = subprocess.Popen(['pacat', '--playback', '-d', 'robot', '--latency-msec=100', '--format=s16le', '--rate=44100', '--channels=2', {str(source)!r}])\n"
-        "stop = threading.Event(); frames = []; started = time.monotonic()\n"
-        "for frame in mic.frames(stop):\n"
-        "    frames.append(frame)\n"
-        "    if len(frames) >= 200: stop.set()\n"
-        "mic.close(); player.wait()\n"
+        "started = time.monotonic()\n"
+        + _capture_while_playing("robot", "--rate=44100 --channels=2", source, 200) +
         f"np.save({str(tmp_path / 'captured.npy')!r}, np.concatenate(frames))\n"
         "print(mic.overflows, round(time.monotonic() - started, 2))\n"
     )
@@ -173,6 +171,16 @@ def test_captured_frames_equal_the_input_at_real_time_pace(pulse, tmp_path):
         piece, wanted = captured[lag + start:lag + start + 4000], reference[start:start + 4000]
         matched += np.corrcoef(piece, wanted)[0, 1] > 0.9999 and np.max(np.abs(piece - wanted)) < 0.005
     assert matched >= 0.9 * len(segments), f"{matched} of {len(segments)} segments equal the input"
+
+
+def _capture_while_playing(sink: str, pacat_format: str, source: Path, count: int, indent: str = "") -> str:
+    """Child code: `source` (raw s16le) played into `sink` by pacat while `mic` captures `count`
+    frames into `frames`; then both closed."""
+    player = ["pacat", "--playback", "-d", sink, "--latency-msec=100", "--format=s16le", *pacat_format.split(), str(source)]
+    lines = [f"player = subprocess.Popen({player!r})", "stop = threading.Event(); frames = []",
+             "for frame in mic.frames(stop):", "    frames.append(frame)", f"    if len(frames) >= {count}: stop.set()",
+             "mic.close(); player.wait()"]
+    return "".join(f"{indent}{line}\n" for line in lines)
 
 
 def _lag(signal: np.ndarray, pattern: np.ndarray) -> tuple[int, float]:
@@ -241,3 +249,44 @@ def test_the_echo_canceller_on_a_pulseaudio_sink_takes_out_every_reply(pulse):
     assert result.returncode == 0, result.stderr[-2000:]
     erle = [float(line) for line in result.stdout.split()]
     assert len(erle) == 4 and min(erle) > 40, erle
+
+
+def test_a_microphone_array_on_a_pulseaudio_source_is_heard_through_its_steered_beam(pulse, tmp_path):
+    """Four channels of a far chirp from 40 degrees to the right (each microphone's share delayed by
+    where it sits) played into a 4-channel null sink, captured from its monitor through ALSA:
+    steered there, the beam is the chirp itself; steered behind, it is not (channels taken in the
+    wrong order, or the steering lost on the way to the reader, would fail the first)."""
+    for command in (["load-module", "module-null-sink", "sink_name=array", "channels=4",
+                     "channel_map=front-left,front-right,rear-left,rear-right"],
+                    ["set-default-source", "array.monitor"]):  # ALSA's pulse plugin records the default source
+        subprocess.run(["pactl", *command], env=os.environ | pulse, check=True, capture_output=True)
+    rate = 16000
+    t = np.arange(rate * 3) / rate
+    chirp = (0.2 * np.sin(2 * np.pi * (200 * t + 600 * t ** 2))).astype(np.float32)
+    heard = plane_wave(chirp, MicArray.circular(4, 0.032), np.radians(40))
+    source = tmp_path / "array.raw"  # after half a second of silence: the capture is running by then
+    (np.pad(heard, ((0, 0), (rate // 2, 0))).T * 32767).astype(np.int16).tofile(source)
+    code = (
+        "import threading, subprocess, numpy as np\n"
+        "from device.sound.beamformer import MicArray\n"
+        "from device.sound.devices import Microphone\n"
+        "for name, azimuth in (('toward', 40), ('behind', 220)):\n"
+        "    mic = Microphone('default', array=MicArray.circular(4, 0.032), array_channels=(0, 1, 2, 3))\n"
+        "    mic.steer(np.radians(azimuth))\n"
+        + _capture_while_playing("array", f"--rate={rate} --channels=4 --channel-map=front-left,front-right,rear-left,rear-right",
+                                 source, 140, indent="    ") +
+        f"    np.save({str(tmp_path)!r} + f'/{{name}}.npy', np.concatenate(frames))\n"
+        "    print(mic.state)\n"
+    )
+    result = _python(code, pulse)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "4-microphone array on channels [0, 1, 2, 3]" in result.stdout
+    matches = {}
+    for name in ("toward", "behind"):
+        captured = np.load(tmp_path / f"{name}.npy")
+        lag, fraction = _lag(captured, chirp)  # the sound server's resamplers add a fraction of a sample
+        frequencies = np.fft.rfftfreq(len(chirp))
+        reference = np.fft.irfft(np.fft.rfft(chirp) * np.exp(-2j * np.pi * frequencies * fraction), len(chirp))
+        middle = slice(rate // 2, len(chirp) - rate // 2)  # the circular plane wave wraps at its ends
+        matches[name] = np.corrcoef(captured[lag:lag + len(chirp)][middle], reference[middle])[0, 1]
+    assert matches["toward"] > 0.999 and matches["behind"] < 0.9, matches

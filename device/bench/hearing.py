@@ -7,7 +7,7 @@ each utterance, the dialogue's decision. Per condition: word error rate and inte
 right; also counted: asked back about the right intent, and wrong answers) of the utterance that holds
 the question, utterances started by babble alone, and how long after the
 question its utterance ended. Then a minute of babble alone, at the level it has at 10 dB: the
-utterances it starts.
+utterances it starts. Heard by one microphone, or by an array steered at the visitor.
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ import numpy as np
 from engines.errors import InputError
 from engines.model_specs import FRAME, SPEECH_RATE
 
-from device.bench.hall import LEAD_S, SPLITS, TAIL_S, Hall, at_snr, load_questions
+from device.bench.hall import LEAD_S, SPLITS, TAIL_S, Hall, at_snr, load_questions, microphone_noise
 from device.conversation.endpointer import Endpointer
 from device.conversation.kb_check import outcome, tally
 from device.messages import Utterance
 from device.models import catalog
 from device.models.asr import word_error_rate, words
+from device.sound.beamformer import HOP, Beamformer, MicArray
 from device.sound.echo_room import active_rms
 
 CONDITIONS: tuple[float | None, ...] = (None, 20.0, 10.0, 5.0, 0.0)  # None: the quiet room
@@ -34,8 +35,10 @@ BABBLE_ONLY_S = 60.0
 SEED = 7
 
 
-def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = CONDITIONS, limit: int | None = None) -> dict:
-    """`limit`: only the split's first questions (a quick look; they are in the order of the intents)."""
+def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = CONDITIONS, limit: int | None = None,
+                    array: MicArray | None = None) -> dict:
+    """`limit`: only the split's first questions (a quick look; they are in the order of the intents).
+    `array`: heard through a microphone array whose beam the camera's face direction steers."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if limit is not None and limit < 1:
@@ -43,32 +46,54 @@ def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = COND
     vad, asr = catalog.load_vad(app.store), catalog.load_asr(app.store, app.threads)
     dialogue = app.dialogue()
     questions, talkers = load_questions(app.store, split, app.threads, limit)
-    hall = Hall(len(talkers), SEED)
+    hall = Hall(len(talkers), SEED, array)
+    listen = _Microphones(hall, array)
     voiced = [_level(hall.visitor(q.audio)) for q in questions]
-    report = {"split": split, "threads": app.threads, "questions": len(questions), "conditions": []}
+    report = {"split": split, "threads": app.threads, "questions": len(questions), "conditions": [],
+              "array": None if array is None else {"microphones": array.count,
+                                                   "radius_mm": round(float(np.linalg.norm(array.positions[0])) * 1000, 1)}}
+    endpoint = app.settings.endpoint if array is None else app.settings.endpoint.through_array()
     for snr in conditions:
         print(f"hearing: {'quiet room' if snr is None else f'babble at {snr:g} dB'}...", file=sys.stderr, flush=True)
         rng = np.random.default_rng(SEED)
-        rows = [_hear(q, speech, hall.babble(talkers, _length(speech), rng), snr, vad, asr, dialogue, app.settings.endpoint)
+        rows = [_hear(q, speech, hall.babble(talkers, _length(speech), rng), snr, listen, vad, asr, dialogue, endpoint)
                 for q, speech in zip(questions, voiced)]
         report["conditions"].append(_summary(snr, rows))
-    report["babble_only"] = _babble_only(hall, talkers, voiced[0], vad, app.settings.endpoint)
+    report["babble_only"] = _babble_only(hall, talkers, voiced[0], listen, vad, endpoint)
     return report
 
 
+class _Microphones:
+    """What the robot makes of the hall at its microphones: each one's hiss added, then the one
+    microphone's signal, or the array's beam steered where the camera sees the visitor's face."""
+
+    def __init__(self, hall: Hall, array: MicArray | None) -> None:
+        self.array, self.direction = array, hall.visitor_direction
+        self._hiss = np.random.default_rng(SEED + 2)
+
+    def __call__(self, sound: np.ndarray) -> np.ndarray:
+        sound = sound + microphone_noise(sound.shape, SPEECH_DBFS, self._hiss)
+        if self.array is None:
+            return sound[0]
+        beamformer = Beamformer(self.array, SPEECH_RATE)
+        beamformer.steer(np.arctan2(self.direction[0], self.direction[1]), np.arcsin(self.direction[2]))
+        return beamformer.process(np.pad(sound, ((0, 0), (0, HOP))))[HOP:]
+
+
 def _level(speech: np.ndarray) -> np.ndarray:
-    return (speech * 10 ** (SPEECH_DBFS / 20) / max(active_rms(speech), 1e-9)).astype(np.float32)
+    """Scaled so the first microphone hears it at SPEECH_DBFS."""
+    return (speech * 10 ** (SPEECH_DBFS / 20) / max(active_rms(speech[0]), 1e-9)).astype(np.float32)
 
 
 def _length(speech: np.ndarray) -> int:
-    return int(LEAD_S * SPEECH_RATE) + len(speech) + int(TAIL_S * SPEECH_RATE)
+    return int(LEAD_S * SPEECH_RATE) + speech.shape[-1] + int(TAIL_S * SPEECH_RATE)
 
 
-def _hear(question, speech, babble, snr, vad, asr, dialogue, settings) -> dict:
+def _hear(question, speech, babble, snr, listen, vad, asr, dialogue, settings) -> dict:
     lead = int(LEAD_S * SPEECH_RATE)
-    placed = np.zeros(len(babble), np.float32)
-    placed[lead:lead + len(speech)] = speech
-    utterances = heard(placed + at_snr(placed, babble, snr), vad, settings)
+    placed = np.zeros(babble.shape, np.float32)
+    placed[:, lead:lead + speech.shape[-1]] = speech
+    utterances = heard(listen(placed + at_snr(placed, babble, snr)), vad, settings)
     span = (lead, lead + question.spoken)
     overlaps = [min(u.speech_end, span[1]) - max(u.speech_start, span[0]) for u in utterances]
     best = utterances[int(np.argmax(overlaps))] if utterances and max(overlaps) > 0 else None
@@ -107,12 +132,12 @@ def _summary(snr: float | None, rows: list[dict]) -> dict:
             "questions": rows}
 
 
-def _babble_only(hall: Hall, talkers, reference_speech: np.ndarray, vad, settings) -> dict:
+def _babble_only(hall: Hall, talkers, reference_speech: np.ndarray, listen, vad, settings) -> dict:
     """A minute of babble alone, as loud as at 10 dB under the first question: utterances it starts."""
     rng = np.random.default_rng(SEED + 1)
     length = int(BABBLE_ONLY_S * SPEECH_RATE)
-    placed = np.zeros(length, np.float32)
-    placed[:len(reference_speech)] = reference_speech
+    placed = np.zeros((reference_speech.shape[0], length), np.float32)
+    placed[:, :reference_speech.shape[-1]] = reference_speech
     level = at_snr(placed, hall.babble(talkers, length, rng), 10.0)
-    count = len(heard(level, vad, settings))
+    count = len(heard(listen(level), vad, settings))
     return {"seconds": BABBLE_ONLY_S, "snr_db": 10.0, "utterances": count, "per_minute": round(count * 60 / BABBLE_ONLY_S, 1)}

@@ -22,6 +22,7 @@ from device.bench.turn import (measure_turns, open_questions, plot_report, print
                                site_questions, turn_settings)
 from device.commands.context import print_json
 from device.conversation.visit import bundled_questions
+from device.sound.beamformer import MicArray
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -59,6 +60,10 @@ def register(commands: argparse._SubParsersAction) -> None:
                          help="babble levels to try, dB under the visitor's speech, after the quiet room (default: 20, 10, 5, 0)")
     hearing.add_argument("--questions", type=int, metavar="N",
                          help="only the split's first N questions (a quick look; default: all 22)")
+    hearing.add_argument("--array", type=int, metavar="N",
+                         help="hear through a circular array of N microphones steered at the visitor's face (default: one microphone)")
+    hearing.add_argument("--array-radius-mm", type=float, default=32.0, metavar="MM",
+                         help="the array's radius (default 32 mm, the size of common 4-microphone USB arrays)")
     hearing.add_argument("--json", action="store_true", help="print JSON, every question included")
     hearing.set_defaults(run=_hearing)
 
@@ -161,11 +166,16 @@ def _pauses(app: App, args: argparse.Namespace) -> int:
 
 
 def _hearing(app: App, args: argparse.Namespace) -> int:
-    report = measure_hearing(app, args.split, (None, *args.snr) if args.snr else CONDITIONS, args.questions)
+    if args.array is not None and (args.array < 2 or args.array_radius_mm <= 0):
+        raise InputError(f"--array {args.array} --array-radius-mm {args.array_radius_mm:g}: an array needs 2 or more "
+                         "microphones on a circle of a radius over 0 mm (e.g. --array 4 --array-radius-mm 32)")
+    array = None if args.array is None else MicArray.circular(args.array, args.array_radius_mm / 1000)
+    report = measure_hearing(app, args.split, (None, *args.snr) if args.snr else CONDITIONS, args.questions, array)
     if args.json:
         print_json(report)
         return 0
-    print(f"{args.split} split, {report['questions']} questions in a hall (RT60 0.5 s, six other talkers):")
+    heard_by = "one microphone" if array is None else f"{array.count} microphones {args.array_radius_mm:g} mm from the centre, steered"
+    print(f"{args.split} split, {report['questions']} questions in a hall (RT60 0.5 s, six other talkers), {heard_by}:")
     for c in report["conditions"]:
         name = "quiet room" if c["snr_db"] is None else f"babble {c['snr_db']:g} dB"
         print(f"  {name:<14} WER {c['wer']:.2f}, intents {c['intent_accuracy']:.0%} (or asked back right "

@@ -9,6 +9,7 @@ sent only while every worker thread has reported in within its deadline.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import queue
@@ -40,7 +41,8 @@ from device.service.heartbeats import Heartbeats
 from device.service.memory import limit_arenas, release_free_memory
 from device.service.notifier import Notifier, watchdog_interval
 from device.service.status_socket import StatusServer
-from device.settings import load_settings
+from device.settings import AudioSettings, load_settings
+from device.sound.beamformer import MicArray
 from device.sound.devices import DeviceSpeaker, Microphone
 from device.sound.echo_room import EchoPath, EchoRoom, active_rms
 from device.sound.speakers import WavFileSpeaker
@@ -81,11 +83,13 @@ class FileMicrophone:
 
 
 class DeviceMicrophone:
-    """The configured sound card, through PyAudio."""
+    """The configured sound card, through PyAudio; with an array, its beam steered where it is told."""
 
-    def __init__(self, wanted: str) -> None:
-        self.device = Microphone(wanted)
-        self.state = self.device.state
+    def __init__(self, settings: AudioSettings) -> None:
+        channels = settings.array_channels
+        array = MicArray.circular(len(channels), settings.array_radius_mm / 1000, settings.array_first_deg) if channels else None
+        self.device = Microphone(settings.input_device, array=array, array_channels=channels)
+        self.state, self.array, self.steer = self.device.state, array, self.device.steer
 
     def run(self, conversation: Conversation, beat, stop: threading.Event) -> None:
         try:
@@ -133,7 +137,7 @@ class Daemon:
         self.notifier.extend_timeout(120)
         self.notifier.status("loading models")
         settings = self.app.settings
-        microphone = FileMicrophone(self.options.mic, self.options.loop) if self.options.mic else DeviceMicrophone(settings.audio.input_device)
+        microphone = FileMicrophone(self.options.mic, self.options.loop) if self.options.mic else DeviceMicrophone(settings.audio)
         speakers: list = []
 
         def make_speaker(rate: int):
@@ -141,8 +145,10 @@ class Daemon:
             speakers.append(made)
             return made
 
+        if getattr(microphone, "array", None) is not None:  # an array's beam has its own margin over the floor
+            settings = dataclasses.replace(settings, endpoint=settings.endpoint.through_array())
         conversation = self.app.conversation(
-            make_speaker, build_engines=True, heartbeat=self.heartbeats.register("turns", STAGE_DEADLINE_S),
+            make_speaker, build_engines=True, settings=settings, heartbeat=self.heartbeats.register("turns", STAGE_DEADLINE_S),
             report=self._progress, observer=self.avatar_inbox.put,
             hears_speaker=self.options.speaker is None or self.options.echo is not None)
         self.conversation, self.speaker = conversation, speakers[0]
@@ -257,9 +263,15 @@ class Daemon:
                 conversation.set_listening(not camera_settings.gate_listening)
                 self.avatar_inbox.put(Presence(False))
 
+        steer = getattr(self.microphone, "steer", None)  # a sound card's array; a recorded visit has none
+
+        def on_gaze(point: tuple[float, float] | None) -> None:
+            self.avatar_inbox.put(LookAt(point))
+            if point is not None and steer is not None:
+                steer(*camera_settings.direction_of(point))
+
         return Perception(self.camera, detector, Engagement(camera_settings.engagement()), camera_settings.detect_hz,
-                          on_event, lambda point: self.avatar_inbox.put(LookAt(point)),
-                          self.heartbeats.register("perception", STAGE_DEADLINE_S))
+                          on_event, on_gaze, self.heartbeats.register("perception", STAGE_DEADLINE_S))
 
     def _progress(self, line: str) -> None:
         self.notifier.status(line)

@@ -3,7 +3,7 @@ playback with a clock, and the list `orin-avatar devices` prints.
 
 Both directions run in PortAudio's callback mode. The capture callback only copies bytes into a
 bounded ring (it never blocks and never computes); resampling to 16 kHz mono (soxr, streaming)
-happens in the reader's thread. A full ring drops the oldest audio and counts it, logged once a
+happens in the reader's thread, and so does a microphone array's beamforming. A full ring drops the oldest audio and counts it, logged once a
 second at most. The playback callback takes what the speaker's thread queued (silence when there is
 nothing: the card never runs dry between replies). Each callback comes with the card's own time of
 its buffer (PortAudio's ADC and DAC times), which the echo canceller places its far end by.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -23,12 +24,14 @@ import numpy as np
 from engines.errors import OrinAvatarError
 
 from engines.model_specs import FRAME, SPEECH_RATE
+from device.sound.beamformer import HOP, Beamformer, MicArray, look_direction
 from device.sound.speakers import BLOCK_SECONDS, Speaker
 
 log = logging.getLogger(__name__)
 RING_SECONDS = 4.0
 TRAILING_SILENCE_S = 0.15  # played after the last chunk so the last syllable is not cut by the device
 CALLBACK_S = 0.01  # the playback callback's buffer: a stop is heard within about this much more
+STEER_STEP_DEG = 10.0  # a smaller turn changes little of what the beam hears, and each is an echo path change
 
 
 class DeviceError(OrinAvatarError):
@@ -77,15 +80,24 @@ def _pyaudio():
 
 
 class Microphone:
-    """Capture from a device at its native rate and channels; `frames()` yields 16 kHz mono frames."""
+    """Capture from a device at its native rate and channels; `frames()` yields 16 kHz mono frames:
+    its first two channels averaged, or with an array, the beam of its microphones' channels."""
 
-    def __init__(self, wanted: str = "default", block: int = 1024) -> None:
+    def __init__(self, wanted: str = "default", block: int = 1024, array: MicArray | None = None,
+                 array_channels: tuple[int, ...] = ()) -> None:
         import pyaudio
 
         self._audio = _pyaudio()
         self.device = choose(list_devices(self._audio), wanted, "input")
         self.rate = self.device.rate
-        self.channels = min(2, self.device.inputs)
+        self.array, self.array_channels = array, array_channels
+        if array is not None and (len(array_channels) != array.count or max(array_channels) >= self.device.inputs):
+            self._audio.terminate()
+            raise DeviceError(f"[audio] array_channels {list(array_channels)}: {self.device.name} has {self.device.inputs} "
+                              f"input channels (0-{self.device.inputs - 1}); list its microphones' channels among them "
+                              "(`orin-avatar devices` shows each device's channels)")
+        self.channels = max(array_channels) + 1 if array is not None else min(2, self.device.inputs)
+        self._steering: queue.SimpleQueue[tuple[float, float]] = queue.SimpleQueue()  # to the reader, which owns the beam
         # (arrival, ADC time of its first sample or 0 when the card gives none, the block)
         self._ring: collections.deque[tuple[float, float, bytes]] = collections.deque(maxlen=max(2, int(RING_SECONDS * self.rate / block)))
         self.captured_at: float | None = None  # ADC time of the first sample of the frame `frames` last gave
@@ -96,7 +108,14 @@ class Microphone:
         self._stream = self._audio.open(format=pyaudio.paInt16, channels=self.channels, rate=self.rate, input=True,
                                         input_device_index=self.device.index, frames_per_buffer=block,
                                         stream_callback=self._callback)
-        self.state = f"{self.device.name} ({self.rate} Hz, {self.channels} ch)"
+        heard = f"{self.channels} ch" if array is None else f"{array.count}-microphone array on channels {list(array_channels)}"
+        self.state = f"{self.device.name} ({self.rate} Hz, {heard})"
+
+    def steer(self, azimuth_rad: float, elevation_rad: float = 0.0) -> None:
+        """From any thread: where the array's beam should point (the reader turns it, in steps of
+        STEER_STEP_DEG). Without an array there is nothing to steer."""
+        if self.array is not None:
+            self._steering.put((azimuth_rad, elevation_rad))
 
     def _callback(self, data, frame_count, time_info, status):
         import pyaudio
@@ -112,10 +131,13 @@ class Microphone:
         """16 kHz mono frames as they come; after each, `captured_at` is its first sample's ADC time."""
         import soxr
 
-        resampler = soxr.ResampleStream(self.rate, SPEECH_RATE, 1, dtype="float32")  # keeps the signal's timing
+        picked = list(self.array_channels) if self.array is not None else None
+        resampler = soxr.ResampleStream(self.rate, SPEECH_RATE, len(picked) if picked else 1, dtype="float32")  # keeps the signal's timing
+        beam = _Beam(self.array, self._steering) if self.array is not None else None
         pending = np.zeros(0, np.float32)
         seen = 0
         fed = given = 0  # device samples into the resampler, 16 kHz samples out of this generator
+        lag = HOP if beam else 0  # the beam comes out this many 16 kHz samples after its input
         anchor: tuple[int, float] | None = None  # a device sample and its ADC time
         while not stop.is_set():
             with self._ready:
@@ -123,17 +145,18 @@ class Microphone:
                     self._ready.wait(0.1)
             for _ in range(len(self._ring)):  # what is there now: a fast device must not starve the reader
                 captured, adc_time, data = self._ring.popleft()
-                block = np.frombuffer(data, np.int16).astype(np.float32) / 32768
-                mono = block.reshape(-1, self.channels).mean(axis=1)
+                block = np.frombuffer(data, np.int16).astype(np.float32).reshape(-1, self.channels) / 32768
+                sound = block[:, picked] if picked else block.mean(axis=1)
                 anchor = (fed, adc_time) if adc_time > 0 else None
-                fed += len(mono)
-                pending = np.concatenate([pending, resampler.resample_chunk(mono)])
+                fed += len(sound)
+                resampled = resampler.resample_chunk(sound)
+                pending = np.concatenate([pending, beam.process(resampled.T) if beam else resampled])
             if self.overflows != seen and time.monotonic() - self._last_warning > 1:
                 log.warning("microphone overflow: %d blocks dropped so far (the reader fell behind)", self.overflows)
                 seen, self._last_warning = self.overflows, time.monotonic()
             while len(pending) >= FRAME:
                 self.latencies_ms.append((time.monotonic() - captured) * 1000)
-                self.captured_at = anchor[1] + (given * self.rate / SPEECH_RATE - anchor[0]) / self.rate if anchor else None
+                self.captured_at = anchor[1] + ((given - lag) * self.rate / SPEECH_RATE - anchor[0]) / self.rate if anchor else None
                 yield pending[:FRAME]
                 given += FRAME
                 pending = pending[FRAME:]
@@ -142,6 +165,26 @@ class Microphone:
         self._stream.stop_stream()
         self._stream.close()
         self._audio.terminate()
+
+
+class _Beam:
+    """The reader's beamformer, turned to the newest direction it was sent once that is `STEER_STEP_DEG`
+    or more from where it points: every turn changes the echo path the canceller after it follows."""
+
+    def __init__(self, array: MicArray, steering: queue.SimpleQueue) -> None:
+        self._beamformer, self._steering = Beamformer(array, SPEECH_RATE), steering
+        self._pointing = look_direction(0.0)
+
+    def process(self, sound: np.ndarray) -> np.ndarray:
+        wanted = None
+        while not self._steering.empty():
+            wanted = self._steering.get_nowait()
+        if wanted is not None:
+            direction = look_direction(*wanted)
+            if np.degrees(np.arccos(np.clip(direction @ self._pointing, -1, 1))) >= STEER_STEP_DEG:
+                self._beamformer.steer(*wanted)
+                self._pointing = direction
+        return self._beamformer.process(sound)
 
 
 class DeviceSpeaker(Speaker):
