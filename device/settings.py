@@ -57,6 +57,7 @@ class EndpointSettings:
     wait_after_open_words: bool = False  # a pause after "the", "to", "if"... waits max_hangover_ms
     min_level_over_floor_db: float = 0.0  # speech must be this much louder than the noise floor (0: off)
     array_level_over_floor_db: float = 0.0  # the same, when the microphone is an array's beam
+    array_min_on_axis_db: float = -30.0  # with an array, speech must hold this much of its level in the beam
 
     def __post_init__(self) -> None:
         if not 0 < self.vad_threshold < 1:
@@ -72,6 +73,8 @@ class EndpointSettings:
         for key in ("min_level_over_floor_db", "array_level_over_floor_db"):
             if not 0 <= getattr(self, key) <= 30:
                 raise ValueError(f"{key} must be between 0 and 30 dB, got {getattr(self, key)}")
+        if not -30 <= self.array_min_on_axis_db <= 0:
+            raise ValueError(f"array_min_on_axis_db must be between -30 (any direction) and 0 dB, got {self.array_min_on_axis_db}")
         if not 1 <= self.max_utterance_s <= 60:
             raise ValueError(f"max_utterance_s must be between 1 and 60 s, got {self.max_utterance_s}")
 

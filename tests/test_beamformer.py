@@ -74,6 +74,15 @@ def test_steered_at_the_visitor_the_beam_hears_them_over_the_hall_better_than_on
 
     one = _snr_db(speech[0], babble[0] + hiss[0])
     at_visitor = _snr_db(beam(speech, toward), beam(babble + hiss, toward))
+    on_axis = {}
+    for name, sound in (("visitor", speech + hiss), ("talk", babble + hiss)):
+        beamformer = Beamformer(ARRAY, SPEECH_RATE)
+        beamformer.steer(*toward)
+        beamformer.process(sound)
+        hops = len(beamformer.on_axis_db)
+        levels = np.mean(sound[0][:hops * HOP].reshape(hops, HOP) ** 2, axis=1)  # each window's newer half
+        on_axis[name] = float(np.median(np.array(beamformer.on_axis_db)[levels > levels.max() / 100]))
+    assert on_axis["visitor"] > -1.5 and on_axis["talk"] < -3.5, on_axis  # where each came from
     behind = _snr_db(beam(speech, (toward[0] + np.pi, 0.0)), beam(babble + hiss, (toward[0] + np.pi, 0.0)))
     assert at_visitor > one + 3.0, (one, at_visitor)
     assert at_visitor > behind + 3.0, (at_visitor, behind)

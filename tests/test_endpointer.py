@@ -131,6 +131,24 @@ def test_babble_the_vad_calls_speech_does_not_hold_an_utterance_open_over_the_fl
     assert utterances(0.0) == []  # the babble keeps it open: no answer while the hall talks
 
 
+def test_with_an_array_only_speech_from_where_its_beam_points_makes_an_utterance():
+    """The hall's talk as loud as the visitor and speech to the VAD, but from every direction (the
+    beam holds 6 dB less of it than of the microphones); the visitor, where the beam points, 0 dB.
+    With the array's gate the utterance is the visitor's second alone; without it, the talk holds it open."""
+    rng = np.random.default_rng(0)
+    talk = [(rng.normal(0, 0.03, FRAME).astype(np.float32), -6.0) for _ in range(160)]
+    visitor = [(rng.normal(0, 0.03, FRAME).astype(np.float32), -0.5) for _ in range(31)]
+    frames = talk[:100] + visitor + talk[100:]
+
+    def utterances(gate_db: float) -> list[Utterance]:
+        endpointer = Endpointer(dataclasses.replace(SETTINGS, max_utterance_s=15.0, array_min_on_axis_db=gate_db))
+        return [e for f, on_axis in frames for e in endpointer.push(f, 0.9, on_axis_db=on_axis) if isinstance(e, Utterance)]
+
+    (heard,) = utterances(-2.0)
+    assert heard.speech_start == 100 * FRAME and heard.speech_end == 131 * FRAME
+    assert utterances(-30.0) == []
+
+
 def test_an_utterance_told_to_wait_longer_bridges_a_longer_pause_and_the_next_one_does_not():
     endpointer = Endpointer(SETTINGS)
     pattern = "SSSS" + "." * 15 + "SSSS" + "." * 25 + "SSSS" + "." * 15 + "SSSS" + "." * 25

@@ -175,11 +175,11 @@ def test_captured_frames_equal_the_input_at_real_time_pace(pulse, tmp_path):
 
 def _capture_while_playing(sink: str, pacat_format: str, source: Path, count: int, indent: str = "") -> str:
     """Child code: `source` (raw s16le) played into `sink` by pacat while `mic` captures `count`
-    frames into `frames`; then both closed."""
+    frames into `frames` (and each frame's `on_axis_db` into `on_axis`); then both closed."""
     player = ["pacat", "--playback", "-d", sink, "--latency-msec=100", "--format=s16le", *pacat_format.split(), str(source)]
-    lines = [f"player = subprocess.Popen({player!r})", "stop = threading.Event(); frames = []",
-             "for frame in mic.frames(stop):", "    frames.append(frame)", f"    if len(frames) >= {count}: stop.set()",
-             "mic.close(); player.wait()"]
+    lines = [f"player = subprocess.Popen({player!r})", "stop = threading.Event(); frames = []; on_axis = []",
+             "for frame in mic.frames(stop):", "    frames.append(frame); on_axis.append(mic.on_axis_db)",
+             f"    if len(frames) >= {count}: stop.set()", "mic.close(); player.wait()"]
     return "".join(f"{indent}{line}\n" for line in lines)
 
 
@@ -254,8 +254,9 @@ def test_the_echo_canceller_on_a_pulseaudio_sink_takes_out_every_reply(pulse):
 def test_a_microphone_array_on_a_pulseaudio_source_is_heard_through_its_steered_beam(pulse, tmp_path):
     """Four channels of a far chirp from 40 degrees to the right (each microphone's share delayed by
     where it sits) played into a 4-channel null sink, captured from its monitor through ALSA:
-    steered there, the beam is the chirp itself; steered behind, it is not (channels taken in the
-    wrong order, or the steering lost on the way to the reader, would fail the first)."""
+    steered there, the beam is the chirp itself and says it came from there; steered behind, neither
+    (channels taken in the wrong order, or the steering lost on the way to the reader, would fail the
+    first)."""
     for command in (["load-module", "module-null-sink", "sink_name=array", "channels=4",
                      "channel_map=front-left,front-right,rear-left,rear-right"],
                     ["set-default-source", "array.monitor"]):  # ALSA's pulse plugin records the default source
@@ -276,11 +277,13 @@ def test_a_microphone_array_on_a_pulseaudio_source_is_heard_through_its_steered_
         + _capture_while_playing("array", f"--rate={rate} --channels=4 --channel-map=front-left,front-right,rear-left,rear-right",
                                  source, 140, indent="    ") +
         f"    np.save({str(tmp_path)!r} + f'/{{name}}.npy', np.concatenate(frames))\n"
-        "    print(mic.state)\n"
+        "    print(mic.state, np.median([a for a, f in zip(on_axis, frames) if np.abs(f).max() > 0.05]))\n"
     )
     result = _python(code, pulse)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "4-microphone array on channels [0, 1, 2, 3]" in result.stdout
+    assert result.stdout.count("4-microphone array on channels [0, 1, 2, 3]") == 2
+    on_axis = dict(zip(("toward", "behind"), (float(line.split()[-1]) for line in result.stdout.splitlines())))
+    assert on_axis["toward"] > -1.0 and on_axis["behind"] < on_axis["toward"] - 3.0, on_axis  # where the sound came from
     matches = {}
     for name in ("toward", "behind"):
         captured = np.load(tmp_path / f"{name}.npy")

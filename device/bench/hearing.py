@@ -71,13 +71,16 @@ class _Microphones:
         self.array, self.direction = array, hall.visitor_direction
         self._hiss = np.random.default_rng(SEED + 2)
 
-    def __call__(self, sound: np.ndarray) -> np.ndarray:
+    def __call__(self, sound: np.ndarray) -> tuple[np.ndarray, list[float] | None]:
+        """The signal the endpointer gets, and with an array each frame's `on_axis_db`."""
         sound = sound + microphone_noise(sound.shape, SPEECH_DBFS, self._hiss)
         if self.array is None:
-            return sound[0]
+            return sound[0], None
         beamformer = Beamformer(self.array, SPEECH_RATE)
         beamformer.steer(np.arctan2(self.direction[0], self.direction[1]), np.arcsin(self.direction[2]))
-        return beamformer.process(np.pad(sound, ((0, 0), (0, HOP))))[HOP:]
+        beam = beamformer.process(np.pad(sound, ((0, 0), (0, HOP))))[HOP:]
+        hops = list(beamformer.on_axis_db)[1:]  # as the beam, one hop on
+        return beam, [(hops[2 * i] + hops[2 * i + 1]) / 2 for i in range(len(hops) // 2)]
 
 
 def _level(speech: np.ndarray) -> np.ndarray:
@@ -93,7 +96,7 @@ def _hear(question, speech, babble, snr, listen, vad, asr, dialogue, settings) -
     lead = int(LEAD_S * SPEECH_RATE)
     placed = np.zeros(babble.shape, np.float32)
     placed[:, lead:lead + speech.shape[-1]] = speech
-    utterances = heard(listen(placed + at_snr(placed, babble, snr)), vad, settings)
+    utterances = heard(*listen(placed + at_snr(placed, babble, snr)), vad, settings)
     span = (lead, lead + question.spoken)
     overlaps = [min(u.speech_end, span[1]) - max(u.speech_start, span[0]) for u in utterances]
     best = utterances[int(np.argmax(overlaps))] if utterances and max(overlaps) > 0 else None
@@ -107,15 +110,17 @@ def _hear(question, speech, babble, snr, listen, vad, asr, dialogue, settings) -
             "ended_ms": None if best is None else round((best.decided - span[1]) / SPEECH_RATE * 1000)}
 
 
-def heard(audio: np.ndarray, vad, settings) -> list[Utterance]:
-    """The utterances the VAD and the endpointer make of `audio`, then of silence until they end."""
+def heard(audio: np.ndarray, on_axis_db: list[float] | None, vad, settings) -> list[Utterance]:
+    """The utterances the VAD and the endpointer make of `audio` (with an array's `on_axis_db` per
+    frame, or None), then of silence until they end."""
     endpointer = Endpointer(settings)
     vad.reset()
     audio = np.concatenate([audio, np.zeros(int(FLUSH_S * SPEECH_RATE), np.float32)])
     utterances = []
     for index in range(len(audio) // FRAME):
         frame = audio[index * FRAME:(index + 1) * FRAME]
-        utterances += [e for e in endpointer.push(frame, vad.probability(frame)) if isinstance(e, Utterance)]
+        on_axis = on_axis_db[index] if on_axis_db is not None and index < len(on_axis_db) else None
+        utterances += [e for e in endpointer.push(frame, vad.probability(frame), on_axis_db=on_axis) if isinstance(e, Utterance)]
     return utterances
 
 
@@ -139,5 +144,5 @@ def _babble_only(hall: Hall, talkers, reference_speech: np.ndarray, listen, vad,
     placed = np.zeros((reference_speech.shape[0], length), np.float32)
     placed[:, :reference_speech.shape[-1]] = reference_speech
     level = at_snr(placed, hall.babble(talkers, length, rng), 10.0)
-    count = len(heard(listen(level), vad, settings))
+    count = len(heard(*listen(level), vad, settings))
     return {"seconds": BABBLE_ONLY_S, "snr_db": 10.0, "utterances": count, "per_minute": round(count * 60 / BABBLE_ONLY_S, 1)}

@@ -65,15 +65,19 @@ class Endpointer:
     def speaking(self) -> bool:
         return self._speaking
 
-    def push(self, frame: np.ndarray, probability: float, over_floor: bool = True) -> list[Event]:
+    def push(self, frame: np.ndarray, probability: float, over_floor: bool = True,
+             on_axis_db: float | None = None) -> list[Event]:
         """Feed one frame and its VAD probability; return what it decided. `over_floor` False: speech
         need not be louder than the noise floor (while the robot speaks, what the echo canceller
-        leaves and its suppression of the visitor in double talk are no hall)."""
+        leaves and its suppression of the visitor in double talk are no hall). `on_axis_db`: a
+        microphone array's beam over its microphones for this frame; with it, speech must also come
+        from where the beam points, as the floor's margin asks (the hall's talk comes from everywhere)."""
         index = self._position
         self._position += 1
         self._frames.append(frame)
         loud = self._over_the_floor(frame)  # every frame: the floor is learnt from all of them
-        is_speech = probability >= self.settings.vad_threshold and (loud or not over_floor)
+        toward = on_axis_db is None or on_axis_db >= self.settings.array_min_on_axis_db
+        is_speech = probability >= self.settings.vad_threshold and ((loud and toward) or not over_floor)
         if not self._speaking:
             return self._idle(index, is_speech)
         return self._in_speech(index, is_speech)

@@ -159,10 +159,11 @@ class Conversation:
 
     # --- the caller's side: frames in -------------------------------------------------------
 
-    def feed(self, frame: np.ndarray, captured_at: float | None = None) -> None:
+    def feed(self, frame: np.ndarray, captured_at: float | None = None, on_axis_db: float | None = None) -> None:
         """One FRAME-sample frame of SPEECH_RATE mono float32 audio, as it arrives; `captured_at`: the sound
         card's time of its first sample (ADC time), when it gives one (the echo canceller places the far
-        end by it)."""
+        end by it); `on_axis_db`: from a microphone array, how much of the frame came from where its beam
+        points (the endpointer's Endpointer.push)."""
         self._arrivals.append(time.monotonic())
         self._frame += 1
         if self.echo is not None:
@@ -175,7 +176,7 @@ class Conversation:
             self._watch_for_barge_in(self._speech_over_room(frame, probability), sound)
             if self._barging:
                 self.endpointer.wait_longer(self._held_pause_ms())
-        for event in events + self.endpointer.push(frame, probability, over_floor=not self.state.replying):
+        for event in events + self.endpointer.push(frame, probability, over_floor=not self.state.replying, on_axis_db=on_axis_db):
             if isinstance(event, (SpeechStarted, Utterance)):
                 self.observer(event)
             if isinstance(event, SpeechPaused):

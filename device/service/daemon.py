@@ -94,7 +94,7 @@ class DeviceMicrophone:
     def run(self, conversation: Conversation, beat, stop: threading.Event) -> None:
         try:
             for frame in self.device.frames(stop):
-                conversation.feed(frame, self.device.captured_at)
+                conversation.feed(frame, self.device.captured_at, self.device.on_axis_db)
                 beat()
         finally:
             self.device.close()

@@ -14,6 +14,7 @@ analysis tools that a robot does not install, so it is written here.
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ SOUND_SPEED = 343.0  # m/s, in air at 20 degrees C
 FFT = 512  # 32 ms at 16 kHz: the frequency resolution the weights are given in
 HOP = FFT // 2  # half-overlapping square-root Hann windows add up to one
 LOADING = 0.01  # diagonal loading of the coherence matrix (white noise gain against directivity)
+SPEECH_BAND_HZ = (200.0, 4000.0)  # where `on_axis_db` is measured: speech's energy, and the array's directivity
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,12 @@ def superdirective_weights(array: MicArray, direction: np.ndarray, rate: int, lo
 
 class Beamformer:
     """Multichannel microphone frames in, one channel out, steered where it is told. The output lags
-    the input by `HOP` samples (16 ms at 16 kHz): the overlap of the windows."""
+    the input by `HOP` samples (16 ms at 16 kHz): the overlap of the windows.
+
+    Each hop given out also gets its `on_axis_db`: the beam's level over the microphones' own in the
+    speech band. What comes from where the beam points passes whole (about 0 dB); a hall's talk from
+    everywhere loses its directivity (-5 dB and less), so it tells the visitor's speech from the
+    hall's even where the two are equally loud."""
 
     def __init__(self, array: MicArray, rate: int, loading: float = LOADING) -> None:
         self.array, self.rate, self.loading = array, rate, loading
@@ -74,6 +81,9 @@ class Beamformer:
         self._history = np.zeros((array.count, HOP), np.float32)
         self._pending = np.zeros((array.count, 0), np.float32)
         self._tail = np.zeros(HOP, np.float64)
+        frequencies = np.fft.rfftfreq(FFT, 1 / rate)
+        self._band = (frequencies >= SPEECH_BAND_HZ[0]) & (frequencies <= SPEECH_BAND_HZ[1])
+        self.on_axis_db: collections.deque[float] = collections.deque()  # one per hop given out, for the caller to take
         self.steer(0.0)
 
     def steer(self, azimuth_rad: float, elevation_rad: float = 0.0) -> None:
@@ -90,7 +100,10 @@ class Beamformer:
             hop, self._pending = self._pending[:, :HOP], self._pending[:, HOP:]
             spectrum = np.fft.rfft(np.concatenate([self._history, hop], axis=1) * self._window, axis=1)
             self._history = hop
-            beam = np.fft.irfft(np.sum(self._weights.conj() * spectrum.T, axis=1), FFT) * self._window
+            beam_spectrum = np.sum(self._weights.conj() * spectrum.T, axis=1)
+            microphones = np.mean(np.abs(spectrum[:, self._band]) ** 2)
+            self.on_axis_db.append(float(10 * np.log10((np.mean(np.abs(beam_spectrum[self._band]) ** 2) + 1e-20) / (microphones + 1e-20))))
+            beam = np.fft.irfft(beam_spectrum, FFT) * self._window
             out.append((self._tail + beam[:HOP]).astype(np.float32))
             self._tail = beam[HOP:]
         return np.concatenate(out) if out else np.zeros(0, np.float32)

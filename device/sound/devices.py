@@ -101,6 +101,7 @@ class Microphone:
         # (arrival, ADC time of its first sample or 0 when the card gives none, the block)
         self._ring: collections.deque[tuple[float, float, bytes]] = collections.deque(maxlen=max(2, int(RING_SECONDS * self.rate / block)))
         self.captured_at: float | None = None  # ADC time of the first sample of the frame `frames` last gave
+        self.on_axis_db: float | None = None  # with an array, that frame's level in the beam over the microphones'
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=1000)  # block captured -> frame out
         self._ready = threading.Condition()
         self.overflows = 0
@@ -128,7 +129,8 @@ class Microphone:
         return None, pyaudio.paContinue
 
     def frames(self, stop: threading.Event) -> Iterator[np.ndarray]:
-        """16 kHz mono frames as they come; after each, `captured_at` is its first sample's ADC time."""
+        """16 kHz mono frames as they come; after each, `captured_at` is its first sample's ADC time
+        and, with an array, `on_axis_db` how much of it came from where the beam points."""
         import soxr
 
         picked = list(self.array_channels) if self.array is not None else None
@@ -138,6 +140,7 @@ class Microphone:
         seen = 0
         fed = given = 0  # device samples into the resampler, 16 kHz samples out of this generator
         lag = HOP if beam else 0  # the beam comes out this many 16 kHz samples after its input
+        on_axis: list[float] = []  # the beam's on-axis level of each hop in `pending`
         anchor: tuple[int, float] | None = None  # a device sample and its ADC time
         while not stop.is_set():
             with self._ready:
@@ -151,12 +154,15 @@ class Microphone:
                 fed += len(sound)
                 resampled = resampler.resample_chunk(sound)
                 pending = np.concatenate([pending, beam.process(resampled.T) if beam else resampled])
+                on_axis += beam.taken_on_axis() if beam else []
             if self.overflows != seen and time.monotonic() - self._last_warning > 1:
                 log.warning("microphone overflow: %d blocks dropped so far (the reader fell behind)", self.overflows)
                 seen, self._last_warning = self.overflows, time.monotonic()
             while len(pending) >= FRAME:
                 self.latencies_ms.append((time.monotonic() - captured) * 1000)
                 self.captured_at = anchor[1] + ((given - lag) * self.rate / SPEECH_RATE - anchor[0]) / self.rate if anchor else None
+                if beam:  # the beam gives whole hops, two to a frame
+                    self.on_axis_db, on_axis = (on_axis[0] + on_axis[1]) / 2, on_axis[FRAME // HOP:]
                 yield pending[:FRAME]
                 given += FRAME
                 pending = pending[FRAME:]
@@ -185,6 +191,12 @@ class _Beam:
                 self._beamformer.steer(*wanted)
                 self._pointing = direction
         return self._beamformer.process(sound)
+
+    def taken_on_axis(self) -> list[float]:
+        """The on-axis levels of the hops given out since the last call."""
+        taken = list(self._beamformer.on_axis_db)
+        self._beamformer.on_axis_db.clear()
+        return taken
 
 
 class DeviceSpeaker(Speaker):
