@@ -141,17 +141,22 @@ def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path):
     try:
         assert shower.stdout.readline().strip() == "window"
         expected = np.load(frame_path)
-        deadline = time.monotonic() + 60
+        started = time.monotonic()
+        deadline = started + 60
         while True:  # until the X server has mapped and painted the window (or the deadline)
             shot = subprocess.run(["import", "-display", xvfb, "-window", "root", "-depth", "8", "rgb:-"], capture_output=True, timeout=30)
             assert shot.returncode == 0, shot.stderr
             screen = np.frombuffer(shot.stdout, np.uint8).reshape(360, 640, 3)[:, :, ::-1]
-            if np.array_equal(screen, expected) or time.monotonic() > deadline or shower.poll() is not None:
+            ended = shower.poll() is not None
+            if np.array_equal(screen, expected) or time.monotonic() > deadline or ended:
                 break
     finally:
         shower.terminate()  # closes the window (its process holds our pipes too)
         _, err = shower.communicate(timeout=30)
-    assert np.array_equal(screen, expected), f"{np.mean(screen != expected):.1%} of the screen differs; the window's process said: {err[-2000:]}"
+    assert np.array_equal(screen, expected), (f"{np.mean(screen != expected):.1%} of the screen differs after "
+                                              f"{time.monotonic() - started:.1f} s; the window's process "
+                                              f"{'ended with ' + str(shower.returncode) if ended else 'was still showing'} "
+                                              f"and said: {err[-2000:]}")
 
 
 def test_bench_render_reports_fps_cpu_and_av_offset():
