@@ -79,8 +79,9 @@ class _Microphones:
         beamformer = Beamformer(self.array, SPEECH_RATE)
         beamformer.steer(np.arctan2(self.direction[0], self.direction[1]), np.arcsin(self.direction[2]))
         beam = beamformer.process(np.pad(sound, ((0, 0), (0, HOP))))[HOP:]
-        hops = list(beamformer.on_axis_db)[1:]  # as the beam, one hop on
-        return beam, [(hops[2 * i] + hops[2 * i + 1]) / 2 for i in range(len(hops) // 2)]
+        hops = np.array(beamformer.on_axis_db)[1:]  # as the beam, one hop on
+        per_frame = FRAME // HOP
+        return beam, list(hops[:len(hops) // per_frame * per_frame].reshape(-1, per_frame).mean(axis=1))
 
 
 def _level(speech: np.ndarray) -> np.ndarray:

@@ -2,11 +2,12 @@
 playback with a clock, and the list `orin-avatar devices` prints.
 
 Both directions run in PortAudio's callback mode. The capture callback only copies bytes into a
-bounded ring (it never blocks and never computes); resampling to 16 kHz mono (soxr, streaming)
-happens in the reader's thread, and so does a microphone array's beamforming. A full ring drops the oldest audio and counts it, logged once a
-second at most. The playback callback takes what the speaker's thread queued (silence when there is
-nothing: the card never runs dry between replies). Each callback comes with the card's own time of
-its buffer (PortAudio's ADC and DAC times), which the echo canceller places its far end by.
+bounded ring (it never blocks and never computes); resampling to 16 kHz mono (soxr, streaming), and
+a microphone array's beamforming, happen in the reader's thread. A full ring drops the oldest audio
+and counts it, logged once a second at most. The playback callback takes what the speaker's thread
+queued (silence when there is nothing: the card never runs dry between replies). Each callback comes
+with the card's own time of its buffer (PortAudio's ADC and DAC times), which the echo canceller
+places its far end by.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ class Microphone:
                 self.latencies_ms.append((time.monotonic() - captured) * 1000)
                 self.captured_at = anchor[1] + ((given - lag) * self.rate / SPEECH_RATE - anchor[0]) / self.rate if anchor else None
                 if beam:  # the beam gives whole hops, two to a frame
-                    self.on_axis_db, on_axis = (on_axis[0] + on_axis[1]) / 2, on_axis[FRAME // HOP:]
+                    self.on_axis_db, on_axis = float(np.mean(on_axis[:FRAME // HOP])), on_axis[FRAME // HOP:]
                 yield pending[:FRAME]
                 given += FRAME
                 pending = pending[FRAME:]
