@@ -103,6 +103,20 @@ def test_devices_lists_the_alsa_devices_and_a_missing_name_lists_them(alsa):
     assert all(d["name"] in result.stderr for d in report["inputs"])
 
 
+def test_doctor_says_whether_the_configured_array_has_its_channels(alsa, tmp_path):
+    """The asoundrc's default device has 128 input channels (the plugin's most)."""
+    Path(alsa["ORIN_ALSA_IN"]).write_bytes(bytes(4096))  # its capture side opens only with a file to read
+    checks = {}
+    for name, channels in (("fits", [124, 125, 126, 127]), ("beyond", [126, 127, 128, 129])):
+        config = tmp_path / f"{name}.toml"
+        config.write_text(f"[audio]\narray_channels = {channels}\n")
+        result = run_cli("--config", str(config), "doctor", "--json", env=alsa)
+        checks[name] = {c["name"]: c for c in json.loads(result.stdout)}["microphone array"]
+    assert checks["fits"]["level"] == "ok" and "4 microphones on channels [124, 125, 126, 127] of default" in checks["fits"]["detail"]
+    assert checks["beyond"]["level"] == "FAIL" and "array_channels [126, 127, 128, 129]" in checks["beyond"]["detail"]
+    assert "has 128 input channels" in checks["beyond"]["detail"]
+
+
 def test_devices_on_a_machine_without_any(tmp_path):
     result = run_cli("devices", env={"HOME": str(tmp_path)})
     assert result.returncode == 0

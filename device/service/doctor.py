@@ -20,6 +20,7 @@ from engines.calibration_table import read_table
 from device.app import App
 from device.avatar.display import x_display_reachable
 from device.service.status_socket import read_status
+from device.sound.devices import DeviceError, check_array_channels, choose, list_devices
 
 SERVICE_USER = "orin-avatar"
 SERVICE_GROUPS = ("audio", "video", "render")
@@ -36,7 +37,8 @@ class Check:
 def run_checks(app: App) -> list[Check]:
     checks = [_settings(app)]
     checks += _platform()
-    checks += [_store(app), _tables(app), _engines(), _audio(), _video(), _display(), _service_user(), _daemon()]
+    checks += [_store(app), _tables(app), _engines(), _audio()] + _microphone_array(app)
+    checks += [_video(), _display(), _service_user(), _daemon()]
     return checks
 
 
@@ -109,6 +111,23 @@ def _audio() -> Check:
         return Check("audio devices", "FAIL", "no sound card (/proc/asound/cards)",
                      "plug in the USB microphone and speaker; check 'arecord -l' and 'aplay -l'")
     return Check("audio devices", "ok", " / ".join(line.strip() for line in text.splitlines()[::2]))
+
+
+def _microphone_array(app: App) -> list[Check]:
+    """With `[audio] array_channels` set: the input device has those channels (else the daemon will not start)."""
+    try:
+        audio = app.settings.audio
+    except OrinAvatarError:
+        return []  # the settings check says why
+    if not audio.array_channels:
+        return []
+    try:
+        device = choose(list_devices(), audio.input_device, "input")
+        check_array_channels(device, audio.array_channels)
+    except DeviceError as exc:
+        return [Check("microphone array", "FAIL", str(exc), "set [audio] input_device and array_channels to the array's")]
+    return [Check("microphone array", "ok", f"{len(audio.array_channels)} microphones on channels {list(audio.array_channels)} "
+                  f"of {device.name} ({device.inputs} input channels), {audio.array_radius_mm:g} mm from the centre")]
 
 
 def _video() -> Check:

@@ -74,6 +74,14 @@ def choose(devices: list[SoundDevice], wanted: str, direction: str) -> SoundDevi
     return match[0]
 
 
+def check_array_channels(device: SoundDevice, channels: tuple[int, ...]) -> None:
+    """A microphone array's channels must be among the device's inputs."""
+    if max(channels) >= device.inputs:
+        raise DeviceError(f"[audio] array_channels {list(channels)}: {device.name} has {device.inputs} input channels "
+                          f"(0-{device.inputs - 1}); list its microphones' channels among them (`orin-avatar devices` "
+                          "shows each device's channels), or [] for one microphone")
+
+
 def _pyaudio():
     import pyaudio
 
@@ -92,11 +100,14 @@ class Microphone:
         self.device = choose(list_devices(self._audio), wanted, "input")
         self.rate = self.device.rate
         self.array, self.array_channels = array, array_channels
-        if array is not None and (len(array_channels) != array.count or max(array_channels) >= self.device.inputs):
-            self._audio.terminate()
-            raise DeviceError(f"[audio] array_channels {list(array_channels)}: {self.device.name} has {self.device.inputs} "
-                              f"input channels (0-{self.device.inputs - 1}); list its microphones' channels among them "
-                              "(`orin-avatar devices` shows each device's channels)")
+        if array is not None:
+            if len(array_channels) != array.count:
+                raise ValueError(f"{array.count} microphones in the array, {len(array_channels)} channels given")
+            try:
+                check_array_channels(self.device, array_channels)
+            except DeviceError:
+                self._audio.terminate()
+                raise
         self.channels = max(array_channels) + 1 if array is not None else min(2, self.device.inputs)
         self._steering: queue.SimpleQueue[tuple[float, float]] = queue.SimpleQueue()  # to the reader, which owns the beam
         # (arrival, ADC time of its first sample or 0 when the card gives none, the block)
