@@ -18,6 +18,11 @@ from engines.model_specs import SPEECH_RATE
 
 def read_audio(path: Path, rate: int = SPEECH_RATE) -> np.ndarray:
     """Mono float32 in [-1, 1] at `rate`, whatever the file's rate, channels or sample format."""
+    return read_channels(path, rate).mean(axis=0)
+
+
+def read_channels(path: Path, rate: int = SPEECH_RATE) -> np.ndarray:
+    """Float32 in [-1, 1] at `rate`, one row per channel (a microphone array's recording)."""
     import soundfile
 
     path = Path(path)
@@ -34,7 +39,7 @@ def read_audio(path: Path, rate: int = SPEECH_RATE) -> np.ndarray:
         raise InputError(f"{path} is truncated: its header promises {declared} samples, it holds {data.shape[0]}")
     if not np.isfinite(data).all():
         raise InputError(f"{path} contains samples that are not numbers (NaN or infinite); re-export the recording")
-    return resample(data.mean(axis=1), file_rate, rate)
+    return np.stack([resample(channel, file_rate, rate) for channel in data.T])
 
 
 def _wav_frames_declared(path: Path) -> int | None:

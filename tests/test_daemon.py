@@ -300,3 +300,39 @@ def test_the_portrait_style_or_the_drawn_character_with_the_reason(store, tmp_pa
     # the character stands on the settings' flat background (#1b2a41), the portrait on its photo's
     background = np.abs(frame.astype(int) - (0x41, 0x2a, 0x1b)).max(-1) <= 12
     assert (background.mean() < 0.05 if photo == "usable" else background.mean() > 0.3), background.mean()
+
+
+def test_a_recorded_visit_from_a_microphone_array_is_heard_through_its_beam(store, tmp_path, daemons):
+    """A 4-channel recording of the hall (the bundled opening-hours question 0.7 m ahead, the hall's
+    talk 10 dB under it at the first microphone) replayed with `[audio] array_channels`: the daemon
+    beams it, says so, and answers; the same file with a channel more than it has is refused."""
+    from device.bench.hall import Hall, at_snr, load_questions
+    from device.sound.beamformer import MicArray
+    from device.sound.echo_room import active_rms
+
+    _, talkers = load_questions(store, "tuning", limit=1)
+    hall = Hall(len(talkers), seed=5, array=MicArray.circular(4, 0.032))
+    question = hall.visitor(np.concatenate([np.zeros(16000, np.float32), read_audio(BUNDLED_VISIT / "02-opening.wav")]))
+    question = np.pad(question, ((0, 0), (0, 5 * 16000)))
+    question *= 10 ** (-26 / 20) / active_rms(question[0])  # the hall set's visitor level
+    recording = question + at_snr(question, hall.babble(talkers, question.shape[1], np.random.default_rng(0)), 10.0)
+    mic = tmp_path / "array-visit.wav"
+    soundfile.write(mic, recording.T, 16000)
+    config = tmp_path / "orin-avatar.toml"
+    config.write_text("[audio]\narray_channels = [0, 1, 2, 3]\n")
+    daemon = Daemon(tmp_path, store, mic, config)
+    daemons.append(daemon)
+    daemon.wait_for("READY=1", 60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not daemon.status()["turns"]:
+        daemon.receive(time.monotonic() + 1)
+    status = daemon.status()
+    assert status["devices"]["microphone"] == f"file {mic} (4-microphone array)"
+    answered = [t["intent"] for t in status["turns"] if t["ignored"] is None]  # talk over the reply is not answered
+    assert answered == ["opening_hours"], [(t["transcript"], t["ignored"]) for t in status["turns"]]
+    assert daemon.stop()[0] == 0
+
+    config.write_text("[audio]\narray_channels = [1, 2, 3, 4]\n")
+    refused = run_cli("--store", str(store.root), "--config", str(config), "run", "--mic", str(mic),
+                      env={"ORIN_AVATAR_HOME": str(tmp_path / "home2")})
+    assert refused.returncode == 2 and "has 4 channels; [audio] array_channels [1, 2, 3, 4]" in refused.stderr

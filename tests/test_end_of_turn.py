@@ -123,13 +123,14 @@ def test_the_evaluation_set_has_both_splits_with_real_pauses_and_the_fixed_hango
 def test_a_hesitation_after_open_words_is_waited_for_and_straight_questions_are_not(store, vad, asr):
     """The tuning split's questions whose hesitation comes after "the", "if" or "to": with the fixed
     hangover every hesitation is cut; with open words waited on (the real recogniser on each pause,
-    its result arriving after the time it took) none is, and the same questions said straight
-    through wait no longer than without it."""
+    its words arriving 150 ms after the pause began, what it takes on the development PC: a clock
+    of the test's, not of a loaded machine) none is, and the same questions said straight through
+    wait no longer than without it."""
     cases = [c for c in load_cases(store, "tuning") if c.text.partition("|")[0].split()[-1].lower() in OPEN_WORDS]
     fixed = dataclasses.replace(ENDPOINT, end_of_turn=False)
     before = evaluate(cases, vad, None, fixed)
     assert len(cases) >= 8 and all(r.cut for r in before if r.case.pause_ms)
-    results = evaluate(cases, vad, None, dataclasses.replace(fixed, wait_after_open_words=True), asr)
+    results = evaluate(cases, vad, None, dataclasses.replace(fixed, wait_after_open_words=True), asr, recognition_ms=150.0)
     assert not [r.case.text for r in results if r.case.pause_ms and r.cut]
     assert [r.waited_ms for r in results if not r.case.pause_ms] == [r.waited_ms for r in before if not r.case.pause_ms]
     assert all(r.heard for r in results)

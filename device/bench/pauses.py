@@ -84,15 +84,17 @@ class CaseResult:
     heard: tuple[tuple[str, float], ...] = ()  # (speculative words, cost_ms) per pause, when open words are waited on
 
 
-def evaluate(cases: list[PauseCase], vad, detector, settings: EndpointSettings, asr=None) -> list[CaseResult]:
+def evaluate(cases: list[PauseCase], vad, detector, settings: EndpointSettings, asr=None,
+             recognition_ms: float | None = None) -> list[CaseResult]:
     """Play each case through the VAD and the endpointer; `detector` None: the fixed hangover; `asr`
-    (needed when `settings.wait_after_open_words`): the speculative recognition of each pause."""
+    (needed when `settings.wait_after_open_words`): the speculative recognition of each pause, whose
+    words arrive after the time it took, or after `recognition_ms` when given (a test's fixed clock)."""
     if settings.wait_after_open_words and asr is None:
         raise ValueError("wait_after_open_words needs the recogniser")
-    return [_play(case, vad, detector, settings, asr) for case in cases]
+    return [_play(case, vad, detector, settings, asr, recognition_ms) for case in cases]
 
 
-def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr) -> CaseResult:
+def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recognition_ms: float | None) -> CaseResult:
     endpointer = Endpointer(settings, judged=detector is not None)
     vad.reset()
     due: list[tuple[int, object]] = []  # (frame at which it arrives, verdict)
@@ -116,7 +118,7 @@ def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr) -> Ca
                 if settings.wait_after_open_words:
                     began = time.perf_counter()
                     text = asr.transcribe(event.audio).text
-                    cost_ms = (time.perf_counter() - began) * 1000
+                    cost_ms = (time.perf_counter() - began) * 1000 if recognition_ms is None else recognition_ms
                     heard.append((text, round(cost_ms, 1)))
                     words.append((index + math.ceil(cost_ms / FRAME_MS), event.speech_end, leaves_open(text)))
     cut = any(u.speech_end < case.speech_end - FRAME for u in utterances)

@@ -71,7 +71,8 @@ class Endpointer:
         need not be louder than the noise floor (while the robot speaks, what the echo canceller
         leaves and its suppression of the visitor in double talk are no hall). `on_axis_db`: a
         microphone array's beam over its microphones for this frame; with it, speech must also come
-        from where the beam points, as the floor's margin asks (the hall's talk comes from everywhere)."""
+        from where the beam points (the hall's talk comes from everywhere), when the floor's margin is
+        asked: while the robot speaks its own voice, before the canceller, is most of what the beam hears."""
         index = self._position
         self._position += 1
         self._frames.append(frame)

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from engines.errors import OrinAvatarError
+from engines.errors import InputError, OrinAvatarError
 from engines.fallback import FallbackRunner
 from engines.model_specs import FRAME
 from engines.store.model_store import state_home
 
 from device.app import App
-from device.audio_file import read_audio
+from device.audio_file import read_audio, read_channels
 from device.avatar.animator import Avatar, State
 from device.avatar.display import NullSink, open_display
 from device.avatar.renderer import Colours, Renderer
@@ -42,7 +42,7 @@ from device.service.memory import limit_arenas, release_free_memory
 from device.service.notifier import Notifier, watchdog_interval
 from device.service.status_socket import StatusServer
 from device.settings import AudioSettings, load_settings
-from device.sound.beamformer import MicArray
+from device.sound.beamformer import MicArray, SteeredBeam
 from device.sound.devices import DeviceSpeaker, Microphone
 from device.sound.echo_room import EchoPath, EchoRoom, active_rms
 from device.sound.speakers import WavFileSpeaker
@@ -56,28 +56,53 @@ DEFAULT_WATCHDOG_S = 5.0  # ping interval when the watchdog is on but WATCHDOG_U
 TRIM_EVERY_S = 30.0  # freed heap goes back to the system this often, when the conversation is idle
 
 
+def _array(settings: AudioSettings) -> MicArray | None:
+    channels = settings.array_channels
+    return MicArray.circular(len(channels), settings.array_radius_mm / 1000, settings.array_first_deg) if channels else None
+
+
 class FileMicrophone:
     """A WAV file played into the conversation at the microphone's pace, then silence (or again from
-    the start, with `loop`: the soak benchmark's endless visit)."""
+    the start, with `loop`: the soak benchmark's endless visit). With `[audio] array_channels`, the
+    file is an array's recording, and its beam is heard."""
 
-    def __init__(self, path: Path, loop: bool = False) -> None:
+    def __init__(self, path: Path, settings: AudioSettings, loop: bool = False) -> None:
         self.path = path
         self.loop = loop
-        self.audio = read_audio(path)
-        self.state = f"file {path}"
+        self.array = _array(settings)
+        if self.array is None:
+            self.audio = read_audio(path)[None]
+        else:
+            recorded = read_channels(path)
+            if max(settings.array_channels) >= len(recorded):
+                raise InputError(f"{path} has {len(recorded)} channels; [audio] array_channels "
+                                 f"{list(settings.array_channels)} asks for more: give the array's recording, or set array_channels = []")
+            self.audio = recorded[list(settings.array_channels)]
+        self._beam = SteeredBeam(self.array) if self.array is not None else None
+        self.state = f"file {path}" + (f" ({self.array.count}-microphone array)" if self.array is not None else "")
         self.room: EchoRoom | None = None  # the speaker's sound joins the file's on the way in, if set
+
+    def steer(self, azimuth_rad: float, elevation_rad: float = 0.0) -> None:
+        """From any thread: where the recording's array beam should point."""
+        if self._beam is not None:
+            self._beam.steer(azimuth_rad, elevation_rad)
 
     def run(self, conversation: Conversation, beat, stop: threading.Event) -> None:
         clock = MicrophoneClock(realtime=True)
-        silence = np.zeros(FRAME, np.float32)
+        silence = np.zeros((len(self.audio), FRAME), np.float32)
+        length = self.audio.shape[1]
         position = 0
         while not stop.is_set():
-            if self.loop and position + FRAME > len(self.audio):
+            if self.loop and position + FRAME > length:
                 position = 0
-            frame = self.audio[position:position + FRAME] if position + FRAME <= len(self.audio) else silence
+            sound = self.audio[:, position:position + FRAME] if position + FRAME <= length else silence
             position += FRAME
             clock.wait()
-            conversation.feed(self.room.capture(frame) if self.room is not None else frame)
+            if self._beam is None:
+                conversation.feed(self.room.capture(sound[0]) if self.room is not None else sound[0])
+            else:  # the beam gives a frame for a frame, a hop late
+                frame = self._beam.process(sound)
+                conversation.feed(frame, None, float(np.mean(self._beam.taken_on_axis())))
             beat()
         self.state = f"file {self.path} (stopped)"
 
@@ -86,10 +111,9 @@ class DeviceMicrophone:
     """The configured sound card, through PyAudio; with an array, its beam steered where it is told."""
 
     def __init__(self, settings: AudioSettings) -> None:
-        channels = settings.array_channels
-        array = MicArray.circular(len(channels), settings.array_radius_mm / 1000, settings.array_first_deg) if channels else None
-        self.device = Microphone(settings.input_device, array=array, array_channels=channels)
-        self.state, self.array, self.steer = self.device.state, array, self.device.steer
+        self.array = _array(settings)
+        self.device = Microphone(settings.input_device, array=self.array, array_channels=settings.array_channels)
+        self.state, self.steer = self.device.state, self.device.steer
 
     def run(self, conversation: Conversation, beat, stop: threading.Event) -> None:
         try:
@@ -137,7 +161,10 @@ class Daemon:
         self.notifier.extend_timeout(120)
         self.notifier.status("loading models")
         settings = self.app.settings
-        microphone = FileMicrophone(self.options.mic, self.options.loop) if self.options.mic else DeviceMicrophone(settings.audio)
+        microphone = (FileMicrophone(self.options.mic, settings.audio, self.options.loop) if self.options.mic
+                      else DeviceMicrophone(settings.audio))
+        if microphone.array is not None and self.options.echo is not None:
+            raise InputError("--echo-db: the echo room is heard by one microphone; run it with [audio] array_channels = []")
         speakers: list = []
 
         def make_speaker(rate: int):
@@ -145,7 +172,7 @@ class Daemon:
             speakers.append(made)
             return made
 
-        if getattr(microphone, "array", None) is not None:  # an array's beam has its own margin over the floor
+        if microphone.array is not None:  # an array's beam has its own margin over the floor
             settings = dataclasses.replace(settings, endpoint=settings.endpoint.through_array())
         conversation = self.app.conversation(
             make_speaker, build_engines=True, settings=settings, heartbeat=self.heartbeats.register("turns", STAGE_DEADLINE_S),
@@ -154,7 +181,7 @@ class Daemon:
         self.conversation, self.speaker = conversation, speakers[0]
         self.microphone = microphone
         if self.options.echo is not None:
-            microphone.room = self._echo_room(conversation, microphone.audio)
+            microphone.room = self._echo_room(conversation, microphone.audio[0])
         status, workers = None, []
         try:  # from here on, whatever fails or stops us, the conversation is closed before the process ends
             status = StatusServer(self.snapshot)
@@ -263,12 +290,10 @@ class Daemon:
                 conversation.set_listening(not camera_settings.gate_listening)
                 self.avatar_inbox.put(Presence(False))
 
-        steer = getattr(self.microphone, "steer", None)  # a sound card's array; a recorded visit has none
-
         def on_gaze(point: tuple[float, float] | None) -> None:
             self.avatar_inbox.put(LookAt(point))
-            if point is not None and steer is not None:
-                steer(*camera_settings.direction_of(point))
+            if point is not None:
+                self.microphone.steer(*camera_settings.direction_of(point))
 
         return Perception(self.camera, detector, Engagement(camera_settings.engagement()), camera_settings.detect_hz,
                           on_event, on_gaze, self.heartbeats.register("perception", STAGE_DEADLINE_S))

@@ -15,14 +15,18 @@ analysis tools that a robot does not install, so it is written here.
 from __future__ import annotations
 
 import collections
+import queue
 from dataclasses import dataclass
 
 import numpy as np
+
+from engines.model_specs import SPEECH_RATE
 
 SOUND_SPEED = 343.0  # m/s, in air at 20 degrees C
 FFT = 512  # 32 ms at 16 kHz: the frequency resolution the weights are given in
 HOP = FFT // 2  # half-overlapping square-root Hann windows add up to one
 LOADING = 0.01  # diagonal loading of the coherence matrix (white noise gain against directivity)
+STEER_STEP_DEG = 10.0  # a smaller turn changes little of what the beam hears, and each is an echo path change
 SPEECH_BAND_HZ = (200.0, 4000.0)  # where `on_axis_db` is measured: speech's energy, and the array's directivity
 
 
@@ -107,3 +111,35 @@ class Beamformer:
             out.append((self._tail + beam[:HOP]).astype(np.float32))
             self._tail = beam[HOP:]
         return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+
+class SteeredBeam:
+    """A microphone reader's beamformer and the directions other threads send it: turned, at the next
+    `process`, to the newest one once that is `STEER_STEP_DEG` or more from where it points (every
+    turn changes the echo path the canceller after it follows). Straight ahead until told."""
+
+    def __init__(self, array: MicArray) -> None:
+        self._beamformer = Beamformer(array, SPEECH_RATE)
+        self._steering: queue.SimpleQueue[tuple[float, float]] = queue.SimpleQueue()
+        self._pointing = look_direction(0.0)
+
+    def steer(self, azimuth_rad: float, elevation_rad: float = 0.0) -> None:
+        """From any thread."""
+        self._steering.put((azimuth_rad, elevation_rad))
+
+    def process(self, sound: np.ndarray) -> np.ndarray:
+        wanted = None
+        while not self._steering.empty():
+            wanted = self._steering.get_nowait()
+        if wanted is not None:
+            direction = look_direction(*wanted)
+            if np.degrees(np.arccos(np.clip(direction @ self._pointing, -1, 1))) >= STEER_STEP_DEG:
+                self._beamformer.steer(*wanted)
+                self._pointing = direction
+        return self._beamformer.process(sound)
+
+    def taken_on_axis(self) -> list[float]:
+        """The on-axis levels of the hops given out since the last call."""
+        taken = list(self._beamformer.on_axis_db)
+        self._beamformer.on_axis_db.clear()
+        return taken

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -25,14 +24,13 @@ import numpy as np
 from engines.errors import OrinAvatarError
 
 from engines.model_specs import FRAME, SPEECH_RATE
-from device.sound.beamformer import HOP, Beamformer, MicArray, look_direction
+from device.sound.beamformer import HOP, MicArray, SteeredBeam
 from device.sound.speakers import BLOCK_SECONDS, Speaker
 
 log = logging.getLogger(__name__)
 RING_SECONDS = 4.0
 TRAILING_SILENCE_S = 0.15  # played after the last chunk so the last syllable is not cut by the device
 CALLBACK_S = 0.01  # the playback callback's buffer: a stop is heard within about this much more
-STEER_STEP_DEG = 10.0  # a smaller turn changes little of what the beam hears, and each is an echo path change
 
 
 class DeviceError(OrinAvatarError):
@@ -109,7 +107,7 @@ class Microphone:
                 self._audio.terminate()
                 raise
         self.channels = max(array_channels) + 1 if array is not None else min(2, self.device.inputs)
-        self._steering: queue.SimpleQueue[tuple[float, float]] = queue.SimpleQueue()  # to the reader, which owns the beam
+        self._beam = SteeredBeam(array) if array is not None else None  # the reader's; others only steer it
         # (arrival, ADC time of its first sample or 0 when the card gives none, the block)
         self._ring: collections.deque[tuple[float, float, bytes]] = collections.deque(maxlen=max(2, int(RING_SECONDS * self.rate / block)))
         self.captured_at: float | None = None  # ADC time of the first sample of the frame `frames` last gave
@@ -125,10 +123,9 @@ class Microphone:
         self.state = f"{self.device.name} ({self.rate} Hz, {heard})"
 
     def steer(self, azimuth_rad: float, elevation_rad: float = 0.0) -> None:
-        """From any thread: where the array's beam should point (the reader turns it, in steps of
-        STEER_STEP_DEG). Without an array there is nothing to steer."""
-        if self.array is not None:
-            self._steering.put((azimuth_rad, elevation_rad))
+        """From any thread: where the array's beam should point. Without an array there is nothing to steer."""
+        if self._beam is not None:
+            self._beam.steer(azimuth_rad, elevation_rad)
 
     def _callback(self, data, frame_count, time_info, status):
         import pyaudio
@@ -147,7 +144,7 @@ class Microphone:
 
         picked = list(self.array_channels) if self.array is not None else None
         resampler = soxr.ResampleStream(self.rate, SPEECH_RATE, len(picked) if picked else 1, dtype="float32")  # keeps the signal's timing
-        beam = _Beam(self.array, self._steering) if self.array is not None else None
+        beam = self._beam
         pending = np.zeros(0, np.float32)
         seen = 0
         fed = given = 0  # device samples into the resampler, 16 kHz samples out of this generator
@@ -183,32 +180,6 @@ class Microphone:
         self._stream.stop_stream()
         self._stream.close()
         self._audio.terminate()
-
-
-class _Beam:
-    """The reader's beamformer, turned to the newest direction it was sent once that is `STEER_STEP_DEG`
-    or more from where it points: every turn changes the echo path the canceller after it follows."""
-
-    def __init__(self, array: MicArray, steering: queue.SimpleQueue) -> None:
-        self._beamformer, self._steering = Beamformer(array, SPEECH_RATE), steering
-        self._pointing = look_direction(0.0)
-
-    def process(self, sound: np.ndarray) -> np.ndarray:
-        wanted = None
-        while not self._steering.empty():
-            wanted = self._steering.get_nowait()
-        if wanted is not None:
-            direction = look_direction(*wanted)
-            if np.degrees(np.arccos(np.clip(direction @ self._pointing, -1, 1))) >= STEER_STEP_DEG:
-                self._beamformer.steer(*wanted)
-                self._pointing = direction
-        return self._beamformer.process(sound)
-
-    def taken_on_axis(self) -> list[float]:
-        """The on-axis levels of the hops given out since the last call."""
-        taken = list(self._beamformer.on_axis_db)
-        self._beamformer.on_axis_db.clear()
-        return taken
 
 
 class DeviceSpeaker(Speaker):
