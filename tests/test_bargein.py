@@ -307,8 +307,12 @@ def test_daemon_through_the_echo_room_mm_hm_lets_a_reply_go_on_and_a_question_cu
     assert 0 < cut["played_s"] < 5 and cut["unsaid"]  # what was played of the cut reply, and what was not
     assert question["barged_in"] and not cut["barged_in"]
     assert status["tally"]["barge-in: cut a reply"] == 1, status["tally"]  # the question's; not the "mm-hm"
+    # each pause is accounted for: by an utterance of its own (a turn), or by a sound that no speech
+    # followed within SOUND_CONFIRM_MS, after which the reply went on (CI, 2026-12-03: once a sound so
+    # paused a reply with no turn of its own; the daemon's log was not kept to say which sound)
     paused = status["tally"].get("barge-in: paused a reply", 0)
-    assert paused == sum(t["barged_in"] for t in status["turns"]), heard  # each pause by a turn of its own
+    resumed_by_sound = status["tally"].get("barge-in: a sound, not speech", 0)
+    assert paused == sum(t["barged_in"] for t in status["turns"]) + resumed_by_sound, (heard, status["tally"])
     # "Excuse me, where are the" was not judged alone (by the 400 ms hangover it was, and let the reply go
     # on: not a question the robot knows): nothing was heard over the tickets' answer before the question
     assert [t for t in status["turns"] if cut["turn"] < t["turn"] < question["turn"]] == [], heard

@@ -10,7 +10,7 @@ from engines.model_specs import SPEECH_RATE
 
 from device.bench.hall import Hall, load_questions, microphone_noise
 from device.settings import SettingsError, load_settings
-from device.sound.beamformer import HOP, Beamformer, MicArray, look_direction
+from device.sound.beamformer import HOP, Beamformer, MicArray, direction_angles, look_direction
 from device.sound.echo_room import block_power
 
 ARRAY = MicArray.circular(4, 0.032)
@@ -65,7 +65,7 @@ def _snr_db(speech: np.ndarray, noise: np.ndarray) -> float:
 def test_steered_at_the_visitor_the_beam_hears_them_over_the_hall_better_than_one_microphone(hall_sounds):
     """Speech and talk go through the same (linear) beam separately, so each one's share is known."""
     hall, speech, babble, hiss = hall_sounds
-    toward = np.arctan2(hall.visitor_direction[0], hall.visitor_direction[1]), np.arcsin(hall.visitor_direction[2])
+    toward = direction_angles(hall.visitor_direction)
 
     def beam(sound: np.ndarray, direction: tuple[float, float]) -> np.ndarray:
         beamformer = Beamformer(ARRAY, SPEECH_RATE)

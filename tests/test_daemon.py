@@ -98,6 +98,8 @@ def daemons():
     for daemon in started:
         if daemon.process.poll() is None:
             daemon.process.kill()
+            daemon.process.wait()
+        print(daemon.process.stderr.read()[-20000:])  # the daemon's log, which pytest shows if the test failed
         daemon.socket.close()
 
 

@@ -25,7 +25,7 @@ from device.conversation.kb_check import outcome, tally
 from device.messages import Utterance
 from device.models import catalog
 from device.models.asr import word_error_rate, words
-from device.sound.beamformer import HOP, Beamformer, MicArray
+from device.sound.beamformer import HOP, Beamformer, MicArray, direction_angles
 from device.sound.echo_room import active_rms
 
 CONDITIONS: tuple[float | None, ...] = (None, 20.0, 10.0, 5.0, 0.0)  # None: the quiet room
@@ -77,7 +77,7 @@ class _Microphones:
         if self.array is None:
             return sound[0], None
         beamformer = Beamformer(self.array, SPEECH_RATE)
-        beamformer.steer(np.arctan2(self.direction[0], self.direction[1]), np.arcsin(self.direction[2]))
+        beamformer.steer(*direction_angles(self.direction))
         beam = beamformer.process(np.pad(sound, ((0, 0), (0, HOP))))[HOP:]
         hops = np.array(beamformer.on_axis_db)[1:]  # as the beam, one hop on
         per_frame = FRAME // HOP

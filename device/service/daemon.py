@@ -102,7 +102,7 @@ class FileMicrophone:
                 conversation.feed(self.room.capture(sound[0]) if self.room is not None else sound[0])
             else:  # the beam gives a frame for a frame, a hop late
                 frame = self._beam.process(sound)
-                conversation.feed(frame, None, float(np.mean(self._beam.taken_on_axis())))
+                conversation.feed(frame, None, self._beam.frame_on_axis_db())
             beat()
         self.state = f"file {self.path} (stopped)"
 
@@ -163,8 +163,11 @@ class Daemon:
         settings = self.app.settings
         microphone = (FileMicrophone(self.options.mic, settings.audio, self.options.loop) if self.options.mic
                       else DeviceMicrophone(settings.audio))
-        if microphone.array is not None and self.options.echo is not None:
-            raise InputError("--echo-db: the echo room is heard by one microphone; run it with [audio] array_channels = []")
+        if microphone.array is not None:
+            if self.options.echo is not None:
+                raise InputError("--echo-db: the echo room is heard by one microphone; run it with [audio] array_channels = []")
+            # an array's beam has its own margin over the floor
+            settings = dataclasses.replace(settings, endpoint=settings.endpoint.through_array())
         speakers: list = []
 
         def make_speaker(rate: int):
@@ -172,8 +175,6 @@ class Daemon:
             speakers.append(made)
             return made
 
-        if microphone.array is not None:  # an array's beam has its own margin over the floor
-            settings = dataclasses.replace(settings, endpoint=settings.endpoint.through_array())
         conversation = self.app.conversation(
             make_speaker, build_engines=True, settings=settings, heartbeat=self.heartbeats.register("turns", STAGE_DEADLINE_S),
             report=self._progress, observer=self.avatar_inbox.put,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engines.model_specs import SPEECH_RATE
+from engines.model_specs import FRAME, SPEECH_RATE
 
 SOUND_SPEED = 343.0  # m/s, in air at 20 degrees C
 FFT = 512  # 32 ms at 16 kHz: the frequency resolution the weights are given in
@@ -56,6 +56,11 @@ def look_direction(azimuth_rad: float, elevation_rad: float = 0.0) -> np.ndarray
     right) and elevation (positive: up)."""
     return np.array([np.sin(azimuth_rad) * np.cos(elevation_rad), np.cos(azimuth_rad) * np.cos(elevation_rad),
                      np.sin(elevation_rad)])
+
+
+def direction_angles(direction: np.ndarray) -> tuple[float, float]:
+    """The azimuth and elevation (radians) of a unit vector: `look_direction`'s inverse."""
+    return float(np.arctan2(direction[0], direction[1])), float(np.arcsin(np.clip(direction[2], -1, 1)))
 
 
 def superdirective_weights(array: MicArray, direction: np.ndarray, rate: int, loading: float = LOADING) -> np.ndarray:
@@ -138,8 +143,8 @@ class SteeredBeam:
                 self._pointing = direction
         return self._beamformer.process(sound)
 
-    def taken_on_axis(self) -> list[float]:
-        """The on-axis levels of the hops given out since the last call."""
-        taken = list(self._beamformer.on_axis_db)
-        self._beamformer.on_axis_db.clear()
-        return taken
+    def frame_on_axis_db(self) -> float:
+        """The on-axis level of the next FRAME of beam handed out: the mean of its hops' (the beam is
+        handed out in whole hops, two to a frame)."""
+        hops = self._beamformer.on_axis_db
+        return float(np.mean([hops.popleft() for _ in range(FRAME // HOP)]))

@@ -149,7 +149,6 @@ class Microphone:
         seen = 0
         fed = given = 0  # device samples into the resampler, 16 kHz samples out of this generator
         lag = HOP if beam else 0  # the beam comes out this many 16 kHz samples after its input
-        on_axis: list[float] = []  # the beam's on-axis level of each hop in `pending`
         anchor: tuple[int, float] | None = None  # a device sample and its ADC time
         while not stop.is_set():
             with self._ready:
@@ -163,15 +162,13 @@ class Microphone:
                 fed += len(sound)
                 resampled = resampler.resample_chunk(sound)
                 pending = np.concatenate([pending, beam.process(resampled.T) if beam else resampled])
-                on_axis += beam.taken_on_axis() if beam else []
             if self.overflows != seen and time.monotonic() - self._last_warning > 1:
                 log.warning("microphone overflow: %d blocks dropped so far (the reader fell behind)", self.overflows)
                 seen, self._last_warning = self.overflows, time.monotonic()
             while len(pending) >= FRAME:
                 self.latencies_ms.append((time.monotonic() - captured) * 1000)
                 self.captured_at = anchor[1] + ((given - lag) * self.rate / SPEECH_RATE - anchor[0]) / self.rate if anchor else None
-                if beam:  # the beam gives whole hops, two to a frame
-                    self.on_axis_db, on_axis = float(np.mean(on_axis[:FRAME // HOP])), on_axis[FRAME // HOP:]
+                self.on_axis_db = beam.frame_on_axis_db() if beam else None
                 yield pending[:FRAME]
                 given += FRAME
                 pending = pending[FRAME:]
