@@ -8,8 +8,10 @@ store, so a tampered or hand-placed model cannot make the builder read arbitrary
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import onnx
+if TYPE_CHECKING:
+    import onnx
 
 from engines.errors import ModelStoreError
 
@@ -20,6 +22,8 @@ MAX_INITIALIZER_BYTES = 1 << 30
 
 def check_onnx(path: Path, root: Path) -> onnx.ModelProto:
     """The model's graph (weights not loaded), or ModelStoreError naming what is wrong."""
+    import onnx  # here, not at the top: onnx (ml_dtypes) takes over a second to import, and most commands never read a graph
+
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise ModelStoreError(f"{path} is {size / 1e9:.1f} GB, more than the {MAX_FILE_BYTES / 1e9:.0f} GB an engine build accepts")

@@ -18,9 +18,12 @@ A layer the table keeps in higher precision (`fp16_nodes`) gets no Q/DQ pair at 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnx
+
+if TYPE_CHECKING:  # imported where a model is read (engines/onnx_check.py says why)
+    import onnx
 
 from engines.calibration_table import CalibrationTable
 
@@ -53,6 +56,7 @@ def make_qdq_model(model_path: Path, table: CalibrationTable, dest: Path) -> Non
     layer, weights per output channel; no INT32 bias
     DequantizeLinear, which TensorRT's parser refuses (onnx-tensorrt operators.md: DequantizeLinear
     takes INT8, FP8 or INT4; onnx/onnx-tensorrt#850) and does not need (it folds biases itself)."""
+    import onnx
     from onnxruntime.quantization import QuantType
     from onnxruntime.quantization.calibrate import CalibrationMethod, TensorData, TensorsData
     from onnxruntime.quantization.qdq_quantizer import QDQQuantizer

@@ -23,16 +23,16 @@ import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import onnx
+if TYPE_CHECKING:  # imported where a model is read (engines/onnx_check.py says why)
+    import onnx
 
 OPERATOR_TABLES = Path(__file__).parent / "data" / "onnx-tensorrt-operators.json"
 # The TensorRT of each JetPack release this product supports (JetPack 6.0, 6.1/6.2, 7.2, 7.2.2+).
 RELEASES = {"8.6": "8.6.2", "10.3": "10.3.0", "10.16": "10.16.1", "11.4": "11.4.1"}
-_ONNX_TYPES = {onnx.TensorProto.FLOAT: "FP32", onnx.TensorProto.FLOAT16: "FP16", onnx.TensorProto.INT8: "INT8",
-               onnx.TensorProto.INT32: "INT32", onnx.TensorProto.INT64: "INT64", onnx.TensorProto.UINT8: "UINT8",
-               onnx.TensorProto.BOOL: "BOOL", onnx.TensorProto.BFLOAT16: "BF16", onnx.TensorProto.INT4: "INT4",
-               onnx.TensorProto.FLOAT8E4M3FN: "FP8"}
+_TYPE_NAMES = {"FLOAT": "FP32", "FLOAT16": "FP16", "INT8": "INT8", "INT32": "INT32", "INT64": "INT64", "UINT8": "UINT8",
+               "BOOL": "BOOL", "BFLOAT16": "BF16", "INT4": "INT4", "FLOAT8E4M3FN": "FP8"}
 
 
 def version_tuple(version: str) -> tuple[int, int, int]:
@@ -115,16 +115,24 @@ def needs_plugins(model: onnx.ModelProto, version: str) -> list[str]:
     return ["InstanceNormalization_TRT"] if has_instance_norm and version_tuple(version)[0] < 10 else []
 
 
+@functools.cache
+def _onnx_types() -> dict[int, str]:
+    import onnx
+
+    return {getattr(onnx.TensorProto, name): ours for name, ours in _TYPE_NAMES.items()}
+
+
 def _value_types(model: onnx.ModelProto) -> dict[str, str]:
-    types = {t.name: _ONNX_TYPES.get(t.data_type, str(t.data_type)) for t in model.graph.initializer}
+    names = _onnx_types()
+    types = {t.name: names.get(t.data_type, str(t.data_type)) for t in model.graph.initializer}
     for value in (*model.graph.input, *model.graph.value_info, *model.graph.output):
         if value.type.tensor_type.elem_type:
-            types.setdefault(value.name, _ONNX_TYPES.get(value.type.tensor_type.elem_type, "?"))
+            types.setdefault(value.name, names.get(value.type.tensor_type.elem_type, "?"))
     for node in model.graph.node:
         if node.op_type == "Constant":
             for attribute in node.attribute:
                 if attribute.name == "value":
-                    types[node.output[0]] = _ONNX_TYPES.get(attribute.t.data_type, "?")
+                    types[node.output[0]] = names.get(attribute.t.data_type, "?")
     return types
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.interpolate import griddata
 
 LIPS_OUTER_UPPER = (61, 185, 40, 39, 37, 0, 267, 269, 270, 409, 291)
 LIPS_OUTER_LOWER = (61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291)
@@ -127,6 +126,8 @@ def _backward_field(rest: np.ndarray, move: np.ndarray, region: tuple[int, int, 
     """For each coarse cell of the region, the offset to the pixel it shows when the control points
     have moved by `move`: the displacement interpolated over the moved points' triangles, negated;
     fixed at the region's edge."""
+    from scipy.interpolate import griddata  # here: scipy.interpolate takes 0.7 s to import, and only a portrait needs it
+
     x0, y0, x1, y1 = region
     xs, ys = np.arange(x0, x1 + GRID_STEP, GRID_STEP), np.arange(y0, y1 + GRID_STEP, GRID_STEP)
     edge = np.vstack([np.stack([xs, np.full_like(xs, y0)], 1), np.stack([xs, np.full_like(xs, ys[-1])], 1),
