@@ -80,6 +80,16 @@ def test_a_no_to_an_ask_back_asks_what_they_want_and_a_longer_reply_is_a_questio
     assert dialogue.answer("Yes.").intent != "restrooms"
 
 
+def test_unsure_of_a_repeat_it_asks_back_and_a_yes_repeats_the_reply_before_the_question(text_encoder):
+    dialogue = Dialogue(text_encoder, load_knowledge(), load_settings().dialogue, clock=lambda: NOON)
+    said = dialogue.answer("Where is the restroom?").text
+    guess = _unsure(dialogue, "Sorry, I missed what you said.")
+    assert guess.intent == "repeat"
+    asked = dialogue.answer("Sorry, I missed what you said.")
+    assert (asked.source, asked.about, asked.text) == ("ask_back", "repeat", "Did you mean that I say it again?")
+    assert dialogue.answer("Yes.").text == said  # not the ask-back's own question
+
+
 def test_an_unsure_action_is_never_done(dialogue):
     """"How old is the universe?" is closest to the time; telling it is worse than asking again."""
     decision = dialogue.decide("How old is the universe?")

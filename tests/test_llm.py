@@ -62,6 +62,9 @@ def test_a_knowledge_base_question_is_answered_from_the_knowledge_base_with_the_
     answer = dialogue.answer("What are your opening hours?")
     assert (answer.source, answer.intent) == ("knowledge", "opening_hours")
     assert llm_line.requests == []  # the LLM was not even asked
+    asked = dialogue.answer("Sorry, I missed what you said.")  # an unsure repeat: asked back, the LLM cannot repeat
+    assert (asked.source, asked.about) == ("ask_back", "repeat") and llm_line.requests == []
+    assert dialogue.answer("Yes.").text == dialogue.intents["opening_hours"].answer
     answer = dialogue.answer("Who painted the Mona Lisa?")  # nothing in the knowledge base is close
     assert answer.source == "llm" and spoken(answer)
 

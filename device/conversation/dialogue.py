@@ -31,7 +31,9 @@ from device.settings import DialogueSettings
 log = logging.getLogger(__name__)
 STOP, REPEAT, REPHRASE, GOODBYE, ASK_BACK = "stop", "repeat", "rephrase", "goodbye", "ask_back"
 # Built-ins that act (tell the time, stop talking...) need a closer match than an answer does:
-# "Who won the game yesterday?" is 0.43 from "What day is it today?".
+# "Who won the game yesterday?" is 0.43 from "What day is it today?". Repeating is asked back about
+# like an answer: saying the last reply again on a guess tells nothing wrong, and "I didn't hear you"
+# is what visitors in a loud hall say in words no example has.
 ACTION_THRESHOLD = 0.6
 REPHRASE_ANSWER = "Sorry, I did not catch that. Could you ask me in another way?"
 NOT_IT_ANSWER = "Sorry. What would you like to know?"  # "no" to an ask-back
@@ -45,7 +47,8 @@ BUILTINS = (
     Intent("greeting", ("Hello!", "Hi there.", "Good morning.", "Hey robot."), "Hello! How can I help you?"),
     Intent(GOODBYE, ("Goodbye.", "Bye, thank you!", "See you later.", "Thanks, that is all.", "I'm leaving now."),
            "Goodbye, and enjoy your visit!"),
-    Intent(REPEAT, ("Can you repeat that?", "Say that again, please.", "What did you say?", "Pardon?", "I didn't catch that."), ""),
+    Intent(REPEAT, ("Can you repeat that?", "Say that again, please.", "What did you say?", "Pardon?", "I didn't catch that."), "",
+           "that I say it again"),
     Intent("time", ("What time is it?", "What is the time now?", "Do you know the time?"), ""),
     Intent("date", ("What is the date today?", "What day is it today?", "Which day is it?"), ""),
     Intent(STOP, ("Stop talking.", "Stop.", "Be quiet.", "That's enough.", "Shut up."), ""),
@@ -96,6 +99,7 @@ class Dialogue:
             maxlen=llm.settings.visit_turns if llm is not None else 0)
         self._builtin_names = {i.name for i in BUILTINS}
         self._actions = {i.name for i in BUILTINS if not i.answer}
+        self._guarded = self._actions - {REPEAT}  # never asked back about: below ACTION_THRESHOLD, rephrase
         self.load(intents)
 
     def load(self, intents: tuple[Intent, ...]) -> None:
@@ -137,7 +141,7 @@ class Dialogue:
         intent, score = ranking[0]
         if score < self.settings.threshold:
             return Decision(REPHRASE, intent, score)
-        if intent in self._actions:  # acting on a guess (the time for the opening hours) is worse than asking again
+        if intent in self._guarded:  # acting on a guess (the time for the opening hours) is worse than asking again
             return Decision("answer" if score >= ACTION_THRESHOLD else REPHRASE, intent, score)
         if score >= self.settings.confident_threshold or intent in UNASKED:
             return Decision("answer", intent, score)
@@ -155,7 +159,7 @@ class Dialogue:
                 return self._remember(question, Answer(REPHRASE, guess.score, NOT_IT_ANSWER, "fallback"))
         ranking = self.rank(question)
         decision = self._decided(ranking)
-        acts = decision.intent in self._actions and decision.kind == "answer"  # the LLM cannot tell the time
+        acts = decision.intent in self._actions and decision.kind != REPHRASE  # the LLM cannot tell the time
         if self.llm is not None and not acts and decision.score < self.llm.settings.knowledge_threshold:
             reply = self._ask_llm(question, ranking, cancelled or threading.Event())
             if reply is not None:
@@ -222,7 +226,7 @@ class Dialogue:
         return ""  # stop
 
     def _remember(self, question: str, answer: Answer) -> Answer:
-        if answer.intent not in (REPEAT, STOP):
+        if answer.intent not in (REPEAT, STOP) and answer.about != REPEAT:  # its yes repeats the reply before it
             self._last, self._unsaid = answer, ""
         if answer.intent == GOODBYE:
             self._visit.clear()
