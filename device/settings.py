@@ -283,6 +283,7 @@ class BargeInSettings:
     sure_question_ms: int  # shorter than this, it cuts the reply only if the dialogue is sure what it asks
     hold_hangover_ms: int  # the silence that ends an utterance that paused a reply
     echo_canceller: str  # "webrtc" (AEC3) or "none"
+    startup_phrase: str  # said once when the daemon starts, for the canceller to learn the room ("": none)
 
     def __post_init__(self) -> None:
         if not FRAME * 1000 // SPEECH_RATE <= self.min_speech_ms <= 2000:
@@ -300,6 +301,8 @@ class BargeInSettings:
             raise ValueError(f"hold_hangover_ms must be between 0 and 3000 ms, got {self.hold_hangover_ms}")
         if self.echo_canceller not in ECHO_CANCELLERS:
             raise ValueError(f"echo_canceller must be one of {', '.join(ECHO_CANCELLERS)}, got {self.echo_canceller!r}")
+        if len(self.startup_phrase) > 200 or not self.startup_phrase.isprintable():
+            raise ValueError(f"startup_phrase must be one line of at most 200 characters, got {self.startup_phrase[:40]!r}...")
 
 
 ECHO_CANCELLERS = ("webrtc", "none")

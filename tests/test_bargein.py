@@ -264,6 +264,54 @@ def test_a_sound_that_is_not_speech_pauses_a_reply_at_once_and_it_goes_on(vad, a
         conversation.speaker.close()
 
 
+def test_the_start_up_phrase_is_said_to_the_canceller_not_listened_to_and_then_the_visitor_is(vad, asr, text_encoder, tts):
+    """The daemon's start, at the microphone's pace: the phrase plays (the avatar gets its chunks), a
+    visitor's "Hello" said meanwhile is not heard (through a real room it would be the phrase's own
+    echo), and once the phrase and WARM_UP_TAIL_S are over the same "Hello" is answered. Without a
+    canceller, nothing is said."""
+    phrase = load_settings().bargein.startup_phrase
+    events = []
+    dialogue = Dialogue(text_encoder, load_knowledge(), load_settings().dialogue)
+    conversation = Conversation(vad, asr, dialogue, SpeechOut(tts), RecordingSpeaker(tts.sample_rate, realtime=True),
+                                ENDPOINT, observer=events.append, bargein=load_settings().bargein,
+                                echo=EchoCanceller(tts.sample_rate))
+    clock = MicrophoneClock(realtime=True)
+
+    def feed(audio: np.ndarray) -> None:
+        for start in range(0, len(audio) // FRAME * FRAME, FRAME):
+            clock.wait()
+            conversation.feed(audio[start:start + FRAME])
+
+    hello = {q.name: q.audio for q in bundled_questions()}["01-hello.wav"]  # 0.86 s, shorter than the phrase
+    silence = np.zeros(FRAME, np.float32)
+    try:
+        feed(silence)
+        conversation.warm_up(phrase)
+        assert conversation.warming_up and conversation.speaker.busy
+        feed(hello)
+        for _ in range(round(5 * SPEECH_RATE / FRAME)):
+            if not conversation.warming_up:
+                break
+            feed(silence)
+        assert not conversation.warming_up and not conversation.speaker.busy and len(conversation.turns) == 0
+        said = conversation.speaker.take()
+        assert abs(len(said) - len(tts.say(phrase))) < 0.1 * tts.sample_rate
+        assert " ".join(m.text for m in events if isinstance(m, ReplyChunk) and m.text) == phrase  # its sentences
+        feed(np.concatenate([hello, np.zeros(SPEECH_RATE, np.float32)]))
+        assert conversation.turns and conversation.turns[-1].done.wait(10)
+        assert [t.answer.intent for t in conversation.turns] == ["greeting"]
+    finally:
+        conversation.close()
+        conversation.speaker.close()
+    quiet = Conversation(vad, asr, dialogue, SpeechOut(tts), RecordingSpeaker(tts.sample_rate), ENDPOINT)
+    try:
+        quiet.warm_up(phrase)
+        assert not quiet.warming_up and not quiet.speaker.busy
+    finally:
+        quiet.close()
+        quiet.speaker.close()
+
+
 def test_repeat_that_finishes_a_cut_reply(text_encoder):
     dialogue = Dialogue(text_encoder, load_knowledge(), load_settings().dialogue)
     dialogue.answer("When are you open?")
@@ -273,9 +321,9 @@ def test_repeat_that_finishes_a_cut_reply(text_encoder):
 
 
 def test_daemon_through_the_echo_room_mm_hm_lets_a_reply_go_on_and_a_question_cuts_one(store, tmp_path, daemons):  # noqa: F811
-    """The daemon with file devices, its replies reaching the recorded visit through a hall (+6 dB):
-    the wifi question (a reply nobody talks over: on its very first reply AEC3 lets much of the echo
-    through and suppresses hard, which can swallow a question asked over it); the opening hours'
+    """The daemon with file devices, its replies reaching the recorded visit through a hall (+6 dB),
+    after its start-up phrase: the wifi question (the first reply, nobody talks over it: it does not
+    pause itself, the canceller having learnt the room from the phrase); the opening hours'
     question with only "Mm-hm." said over its answer, which goes on; then the tickets question with
     the restrooms question said over its answer with a hesitation ("Excuse me, where are the ...
     restrooms?", its pause made 0.98 s), which cuts it and gets its own answer, heard as one utterance. (Not the
@@ -303,7 +351,8 @@ def test_daemon_through_the_echo_room_mm_hm_lets_a_reply_go_on_and_a_question_cu
     # right intent is then the right reply
     assert [(t["about"] or t["intent"], t["interrupted"]) for t in status["turns"] if not t["ignored"]] == [
         ("wifi", False), ("opening_hours", False), ("tickets", True), ("restrooms", False)], heard
-    _, _, cut, question = [t for t in status["turns"] if not t["ignored"]]
+    first, opening, cut, question = [t for t in status["turns"] if not t["ignored"]]
+    assert [t for t in status["turns"] if first["turn"] < t["turn"] < opening["turn"]] == [], heard  # no pause of its own
     assert 0 < cut["played_s"] < 5 and cut["unsaid"]  # what was played of the cut reply, and what was not
     assert question["barged_in"] and not cut["barged_in"]
     assert status["tally"]["barge-in: cut a reply"] == 1, status["tally"]  # the question's; not the "mm-hm"

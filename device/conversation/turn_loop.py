@@ -53,7 +53,7 @@ from device.models.end_of_turn import EndOfTurnDetector
 from device.models.vad import VoiceActivityDetector
 from device.settings import BargeInSettings
 from device.sound.echo_canceller import EchoCanceller
-from engines.model_specs import FRAME
+from engines.model_specs import FRAME, SPEECH_RATE
 from device.sound.speakers import Speaker
 from engines.runner import Runner
 
@@ -76,6 +76,8 @@ SOUND_CONFIRM_MS = 480
 # AEC3 leaves 25-32 dB of echo (from the second on, 36 dB rising to 55), and in the daemon's echo-room
 # test what it let through started a sound 0.86 s into the first reply.
 SOUND_AFTER_PLAYBACK_S = 12.0
+# After the start-up phrase has played, the microphone is listened to once its echo has died away.
+WARM_UP_TAIL_S = 0.5
 
 
 @dataclass
@@ -145,6 +147,7 @@ class Conversation:
         self._listening = threading.Event()  # clear: answer nobody (no visitor engaged and listening is gated)
         self._listening.set()
         self._frame = 0
+        self._warm_up_tail = 0  # frames still not listened to after the start-up phrase (feeding thread, once started)
         self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
         self._speculative: tuple[int, Future[Transcript]] | None = None
         self._words_given = -1  # the pause whose speculative words the endpointer was last given (feeding thread)
@@ -168,6 +171,9 @@ class Conversation:
         self._frame += 1
         if self.echo is not None:
             frame = self.echo.clean(frame, captured_at)
+        if self.warming_up:
+            self._warm_up_tail -= 0 if self.speaker.busy else 1
+            return
         probability = self.vad.probability(frame)
         events = self._take_verdicts() + self._take_words()
         if self.bargein is not None:
@@ -282,6 +288,23 @@ class Conversation:
                 self._late_logged = True
                 log.warning("the end-of-turn model answered after the fixed hangover (%.0f ms): the hangover stays "
                             "fixed while it is this slow", verdict.cost_ms)
+
+    def warm_up(self, phrase: str) -> None:
+        """Say `phrase` once at the start, the microphone already running: the echo canceller learns the
+        room from it, so the first visitor's reply is not the first it hears (a fresh AEC3 leaves enough
+        echo for that reply to pause itself at loud echo; docs/bargein.md). Not a turn; the microphone
+        is cleaned but not listened to until the phrase and its echo are over."""
+        if self.echo is None or not phrase:
+            return
+        for chunk in list(self.speech.chunks(0, [phrase], threading.Event())):
+            self.observer(chunk)
+            self.speaker.play(chunk)
+        self._warm_up_tail = round(WARM_UP_TAIL_S * SPEECH_RATE / FRAME)  # the speaker is busy by now
+
+    @property
+    def warming_up(self) -> bool:
+        """The start-up phrase or its echo is still in the microphone: nobody is listened to."""
+        return self._warm_up_tail > 0
 
     def announce(self, intent: str, text: str) -> bool:
         """Say `text` unprompted (a greeting when a visitor arrives); False if the robot is busy."""

@@ -95,8 +95,11 @@ class FileMicrophone:
         while not stop.is_set():
             if self.loop and position + FRAME > length:
                 position = 0
-            sound = self.audio[:, position:position + FRAME] if position + FRAME <= length else silence
-            position += FRAME
+            if conversation.warming_up:  # the visit starts once the robot listens
+                sound = silence
+            else:
+                sound = self.audio[:, position:position + FRAME] if position + FRAME <= length else silence
+                position += FRAME
             clock.wait()
             if self._beam is None:
                 conversation.feed(self.room.capture(sound[0]) if self.room is not None else sound[0])
@@ -196,6 +199,7 @@ class Daemon:
                                                 args=(self.notifier.watchdog, min(interval, DEFAULT_WATCHDOG_S), self.stop)))
             for worker in workers:
                 worker.start()
+            conversation.warm_up(settings.bargein.startup_phrase)
             self.perception = self._start_perception(settings, conversation)
             self.state = "ready"
             self.notifier.ready(self._summary())
