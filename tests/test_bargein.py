@@ -300,6 +300,8 @@ def test_the_start_up_phrase_is_said_to_the_canceller_not_listened_to_and_then_t
         feed(np.concatenate([hello, np.zeros(SPEECH_RATE, np.float32)]))
         assert conversation.turns and conversation.turns[-1].done.wait(10)
         assert [t.answer.intent for t in conversation.turns] == ["greeting"]
+        timings = conversation.turns[-1].timings  # the phrase's frames are not on the turn's timeline
+        assert 0.2 < timings.endpoint - timings.speech_end < 1.0, timings
     finally:
         conversation.close()
         conversation.speaker.close()

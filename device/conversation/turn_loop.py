@@ -167,13 +167,14 @@ class Conversation:
         card's time of its first sample (ADC time), when it gives one (the echo canceller places the far
         end by it); `on_axis_db`: from a microphone array, how much of the frame came from where its beam
         points (the endpointer's Endpointer.push)."""
-        self._arrivals.append(time.monotonic())
-        self._frame += 1
+        arrived = time.monotonic()
         if self.echo is not None:
             frame = self.echo.clean(frame, captured_at)
-        if self.warming_up:
+        if self.warming_up:  # not on the conversation's timeline: its frames start after the phrase
             self._warm_up_tail -= 0 if self.speaker.busy else 1
             return
+        self._arrivals.append(arrived)
+        self._frame += 1
         probability = self.vad.probability(frame)
         events = self._take_verdicts() + self._take_words()
         if self.bargein is not None:
