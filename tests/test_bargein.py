@@ -82,6 +82,18 @@ def test_stop_while_held_drops_the_rest():
     speaker.close()
 
 
+def _feeder(conversation: Conversation):
+    """A function feeding audio to `conversation` frame by frame at the microphone's pace."""
+    clock = MicrophoneClock(realtime=True)
+
+    def feed(audio: np.ndarray) -> None:
+        for start in range(0, len(audio) // FRAME * FRAME, FRAME):
+            clock.wait()
+            conversation.feed(audio[start:start + FRAME])
+
+    return feed
+
+
 def _through(room: EchoRoom, canceller: EchoCanceller | None, visitor: np.ndarray, reply: np.ndarray, rate: int):
     """The reply played in 20 ms blocks, a microphone frame taken every 32 ms of it: (heard, cleaned)."""
     block = int(rate * BLOCK_SECONDS)
@@ -233,12 +245,7 @@ def test_a_sound_that_is_not_speech_pauses_a_reply_at_once_and_it_goes_on(vad, a
                                 SpeechOut(tts), RecordingSpeaker(tts.sample_rate, realtime=True),
                                 dataclasses.replace(ENDPOINT, onset_ms=160),
                                 observer=lambda m: events.append((time.monotonic(), m)), bargein=bargein)
-    clock = MicrophoneClock(realtime=True)
-
-    def feed(audio: np.ndarray) -> None:
-        for start in range(0, len(audio) // FRAME * FRAME, FRAME):
-            clock.wait()
-            conversation.feed(audio[start:start + FRAME])
+    feed = _feeder(conversation)
 
     try:
         questions = {q.name: q.audio for q in bundled_questions()}
@@ -275,12 +282,7 @@ def test_the_start_up_phrase_is_said_to_the_canceller_not_listened_to_and_then_t
     conversation = Conversation(vad, asr, dialogue, SpeechOut(tts), RecordingSpeaker(tts.sample_rate, realtime=True),
                                 ENDPOINT, observer=events.append, bargein=load_settings().bargein,
                                 echo=EchoCanceller(tts.sample_rate))
-    clock = MicrophoneClock(realtime=True)
-
-    def feed(audio: np.ndarray) -> None:
-        for start in range(0, len(audio) // FRAME * FRAME, FRAME):
-            clock.wait()
-            conversation.feed(audio[start:start + FRAME])
+    feed = _feeder(conversation)
 
     hello = {q.name: q.audio for q in bundled_questions()}["01-hello.wav"]  # 0.86 s, shorter than the phrase
     silence = np.zeros(FRAME, np.float32)

@@ -53,7 +53,7 @@ from device.models.end_of_turn import EndOfTurnDetector
 from device.models.vad import VoiceActivityDetector
 from device.settings import BargeInSettings
 from device.sound.echo_canceller import EchoCanceller
-from engines.model_specs import FRAME, SPEECH_RATE
+from engines.model_specs import FRAME
 from device.sound.speakers import Speaker
 from engines.runner import Runner
 
@@ -300,7 +300,7 @@ class Conversation:
         for chunk in list(self.speech.chunks(0, [phrase], threading.Event())):
             self.observer(chunk)
             self.speaker.play(chunk)
-        self._warm_up_tail = round(WARM_UP_TAIL_S * SPEECH_RATE / FRAME)  # the speaker is busy by now
+        self._warm_up_tail = self.endpointer.settings.frames(WARM_UP_TAIL_S * 1000)  # the speaker is busy by now
 
     @property
     def warming_up(self) -> bool:
