@@ -55,6 +55,8 @@ class EndpointSettings:
     min_hangover_ms: int = 200  # silence that ends an utterance judged finished
     max_hangover_ms: int = 1200  # silence that ends an utterance judged unfinished
     wait_after_open_words: bool = False  # a pause after "the", "to", "if"... waits max_hangover_ms
+    end_on_known_question: bool = False  # a pause after a question the robot is sure of waits min_hangover_ms
+    known_question_threshold: float = 0.7  # how sure: the dialogue's similarity, at least [dialogue] confident_threshold
     min_level_over_floor_db: float = 0.0  # speech must be this much louder than the noise floor (0: off)
     array_level_over_floor_db: float = 0.0  # the same, when the microphone is an array's beam
     array_min_on_axis_db: float = -30.0  # with an array, speech must hold this much of its level in the beam
@@ -68,6 +70,8 @@ class EndpointSettings:
         if not self.min_hangover_ms <= self.hangover_ms <= self.max_hangover_ms:
             raise ValueError(f"min_hangover_ms <= hangover_ms <= max_hangover_ms must hold, got {self.min_hangover_ms}, "
                              f"{self.hangover_ms}, {self.max_hangover_ms}")
+        if not 0 < self.known_question_threshold < 1:
+            raise ValueError(f"known_question_threshold must be between 0 and 1, got {self.known_question_threshold}")
         if not 0 < self.end_of_turn_threshold < 1:
             raise ValueError(f"end_of_turn_threshold must be between 0 and 1, got {self.end_of_turn_threshold}")
         for key in ("min_level_over_floor_db", "array_level_over_floor_db"):

@@ -12,9 +12,9 @@ import pytest
 
 from device.bench.pauses import PAUSES_MS, evaluate, load_cases
 from device.conversation.endpointer import SPECULATE_AFTER_MS, EndpointSettings
-from device.conversation.open_words import OPEN_WORDS
+from device.conversation.pause_words import OPEN_WORDS
 from device.conversation.report import turn_report
-from device.conversation.visit import Question, play_visit
+from device.conversation.visit import Question, bundled_questions, play_visit
 from device.models import catalog
 from device.models.end_of_turn import WINDOW, EndOfTurnDetector, last_window, log_mel
 from engines.model_specs import MODELS
@@ -148,6 +148,20 @@ def test_the_conversation_waits_out_a_hesitation_after_open_words(make_conversat
     play_visit(conversation, [Question(case.audio, "exit"), Question(np.concatenate([np.zeros(8000, np.float32), unfinished]), "")],
                realtime=True)
     whole, stopped = conversation.turns
-    assert "exit" in whole.transcript.lower() and not turn_report(whole)["end_of_turn"]["open_words"]
+    assert "exit" in whole.transcript.lower() and turn_report(whole)["end_of_turn"]["words"] == "other"
     report = turn_report(stopped)["end_of_turn"]
-    assert report["open_words"] and abs(report["hangover_ms"] - endpoint.max_hangover_ms) <= 32
+    assert report["words"] == "open" and abs(report["hangover_ms"] - endpoint.max_hangover_ms) <= 32
+
+
+def test_a_question_the_robot_is_sure_of_is_answered_sooner_and_the_visits_pause_is_still_bridged(make_conversation):
+    """With `end_on_known_question`: "Hello" ends at its words, not after the fixed hangover (a short
+    one: its recognition is back well before); "Excuse me, ... where are the restrooms?" is still one
+    question ("Excuse me" is no known question)."""
+    endpoint = dataclasses.replace(ENDPOINT, end_of_turn=False, wait_after_open_words=True, end_on_known_question=True)
+    conversation = make_conversation(endpoint=endpoint)
+    play_visit(conversation, [q for q in bundled_questions() if q.name in ("01-hello.wav", "03-restrooms.wav")])
+    hello, restrooms = conversation.turns
+    assert "excuse" in restrooms.transcript.lower() and restrooms.answer.intent == "restrooms"
+    assert hello.answer.intent == "greeting"
+    report = turn_report(hello)["end_of_turn"]
+    assert report["words"] == "known question" and report["hangover_ms"] < endpoint.hangover_ms - 32

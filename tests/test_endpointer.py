@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from device.conversation.endpointer import Endpointer, EndpointSettings
+from device.conversation.pause_words import Words
 from device.messages import SpeechPaused, SpeechResumed, SpeechStarted, Utterance
 from engines.model_specs import FRAME
 
@@ -59,7 +60,8 @@ def test_a_monologue_is_cut_at_the_maximum_and_listening_goes_on():
     assert sum(isinstance(e, SpeechStarted) for _, e in events) == len(utterances) + 1
 
 
-@pytest.mark.parametrize("key, value", [("vad_threshold", 1.5), ("hangover_ms", -1), ("max_utterance_s", 0.5)])
+@pytest.mark.parametrize("key, value", [("vad_threshold", 1.5), ("hangover_ms", -1), ("max_utterance_s", 0.5),
+                                        ("known_question_threshold", 1.5)])
 def test_settings_are_validated(key, value):
     fields = dict(vad_threshold=0.5, onset_ms=64, hangover_ms=400, pre_roll_ms=256, max_utterance_s=15.0)
     with pytest.raises(ValueError, match=key):
@@ -167,7 +169,7 @@ def test_an_utterance_told_to_wait_longer_bridges_a_longer_pause_and_the_next_on
 OPEN = dataclasses.replace(JUDGED, wait_after_open_words=True)
 
 
-def with_words(pattern: str, words_at: int | None, leaves: bool, verdict_at: int | None = None,
+def with_words(pattern: str, words_at: int | None, words: Words, verdict_at: int | None = None,
                complete: bool = True, settings: EndpointSettings = OPEN) -> list[tuple[int, object]]:
     """Like `run`, with the first pause's end-of-turn verdict arriving before frame `verdict_at` and its
     speculative words before frame `words_at` (None: never)."""
@@ -179,7 +181,7 @@ def with_words(pattern: str, words_at: int | None, leaves: bool, verdict_at: int
         if pause is not None and i == verdict_at:
             events += [(i, e) for e in endpointer.judge(EndOfTurnVerdict(pause.speech_end, 0.9 if complete else 0.1, complete, 50.0))]
         if pause is not None and i == words_at:
-            events += [(i, e) for e in endpointer.heard(pause.speech_end, leaves)]
+            events += [(i, e) for e in endpointer.heard(pause.speech_end, words)]
         for event in endpointer.push(np.full(FRAME, i, np.float32), 0.9 if mark == "S" else 0.1):
             events.append((i, event))
             pause = event if isinstance(event, SpeechPaused) and pause is None else pause
@@ -189,18 +191,34 @@ def with_words(pattern: str, words_at: int | None, leaves: bool, verdict_at: int
 def test_words_that_leave_the_sentence_open_bridge_a_pause_the_fixed_hangover_would_end():
     fixed = dataclasses.replace(OPEN, end_of_turn=False)
     pattern = "SSSSSS" + "." * 20 + "SSSS" + "." * 40  # a 640 ms pause, the 320 ms hangover ends it
-    assert len([e for _, e in with_words(pattern, None, True, settings=fixed) if isinstance(e, Utterance)]) == 2
-    utterances = [e for _, e in with_words(pattern, 10, True, settings=fixed) if isinstance(e, Utterance)]
+    assert len([e for _, e in with_words(pattern, None, Words.OPEN, settings=fixed) if isinstance(e, Utterance)]) == 2
+    utterances = [e for _, e in with_words(pattern, 10, Words.OPEN, settings=fixed) if isinstance(e, Utterance)]
     assert len(utterances) == 1 and utterances[0].speech_end == 30 * FRAME
-    closed = [e for _, e in with_words(pattern, 10, False, settings=fixed) if isinstance(e, Utterance)]
+    closed = [e for _, e in with_words(pattern, 10, Words.OTHER, settings=fixed) if isinstance(e, Utterance)]
     assert len(closed) == 2 and closed[0].decided - closed[0].speech_end == 10 * FRAME  # the fixed hangover
 
 
 def test_open_words_overrule_a_finished_verdict_which_waits_for_the_words():
     pattern = "SSSSSS" + "." * 40
-    (ended_at, _), = [(i, e) for i, e in with_words(pattern, 13, True, verdict_at=9) if isinstance(e, Utterance)]
+    (ended_at, _), = [(i, e) for i, e in with_words(pattern, 13, Words.OPEN, verdict_at=9) if isinstance(e, Utterance)]
     assert ended_at == 6 + 30 - 1  # 960 ms: the words held it open though the model said finished
-    (ended_at, utterance), = [(i, e) for i, e in with_words(pattern, 13, False, verdict_at=9) if isinstance(e, Utterance)]
+    (ended_at, utterance), = [(i, e) for i, e in with_words(pattern, 13, Words.OTHER, verdict_at=9) if isinstance(e, Utterance)]
     assert ended_at == 13 and utterance.decided == 13 * FRAME  # finished, once the words were in (160 ms had passed)
-    (ended_at, _), = [(i, e) for i, e in with_words(pattern, None, False, verdict_at=9) if isinstance(e, Utterance)]
+    (ended_at, _), = [(i, e) for i, e in with_words(pattern, None, Words.OTHER, verdict_at=9) if isinstance(e, Utterance)]
     assert ended_at == 6 + 10 - 1  # words never came: the fixed hangover, not the short one
+
+
+def test_a_known_question_ends_its_pause_after_the_short_hangover_unless_judged_unfinished():
+    known = dataclasses.replace(OPEN, end_of_turn=False, end_on_known_question=True)
+    pattern = "SSSSSS" + "." * 40
+    (ended_at, utterance), = [(i, e) for i, e in with_words(pattern, 12, Words.KNOWN_QUESTION, settings=known)
+                              if isinstance(e, Utterance)]
+    assert ended_at == 12 and utterance.decided == 12 * FRAME  # words after 6 frames of silence: at once
+    (ended_at, _), = [(i, e) for i, e in with_words(pattern, 9, Words.KNOWN_QUESTION, settings=known) if isinstance(e, Utterance)]
+    assert ended_at == 6 + 5 - 1  # words sooner: min_hangover_ms (160 ms, 5 frames) of silence
+    (ended_at, _), = [(i, e) for i, e in with_words(pattern, 9, Words.OTHER, settings=known) if isinstance(e, Utterance)]
+    assert ended_at == 6 + 10 - 1  # not a known question: the fixed hangover
+    judged = dataclasses.replace(known, end_of_turn=True)
+    (ended_at, _), = [(i, e) for i, e in with_words(pattern, 12, Words.KNOWN_QUESTION, verdict_at=9, complete=False,
+                                                      settings=judged) if isinstance(e, Utterance)]
+    assert ended_at == 6 + 30 - 1  # the model heard the voice go on: max_hangover_ms

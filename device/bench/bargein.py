@@ -3,7 +3,8 @@
 The real conversation (echo canceller, VAD, endpointer, recognition, dialogue, speech) runs at the
 microphone's real pace; its speaker's sound reaches the microphone through an `EchoRoom` (a
 pyroomacoustics hall, 5-60 ms of device delay, a little clipping, the echo 0, +6 or +12 dB over the
-visitor). Per echo level:
+visitor). Each level starts as the daemon does: the start-up phrase is said to the canceller before
+anyone is listened to. Per echo level:
 - interruptions: a bundled question, and while its answer plays, another bundled question at a
   random point; measured on the microphone's sample clock, from the interrupting speech's onset to
   the last sample the speaker played (the fade included); the answer it got against the one it gets
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import threading
 import time
 from typing import Callable
 
@@ -123,6 +125,16 @@ class _EchoRun:
         self.plays: list[tuple[float, int, int]] = []  # per block: when, microphone sample heard until, position then
         self.speaker.taps.append(self._played)
         self.clock = MicrophoneClock(realtime=True)
+        self._warm_up(settings.bargein.startup_phrase)
+
+    def _warm_up(self, phrase: str) -> None:
+        """Say the start-up phrase as the daemon does, the microphone already running (fed here while
+        another thread makes the phrase: a microphone that stalls meanwhile puts the far end off its echo)."""
+        self.feed(np.zeros(SPEECH_RATE // 2, np.float32))
+        saying = threading.Thread(target=self.conversation.warm_up, args=(phrase,), name="start-up phrase")
+        saying.start()
+        self.silence_until(lambda: not saying.is_alive() and not self.conversation.warming_up)
+        saying.join()
 
     def _speaker(self, rate: int) -> RecordingSpeaker:
         self.speaker = RecordingSpeaker(rate, realtime=True)
@@ -220,7 +232,7 @@ class _EchoRun:
         """A question with a hesitation said over `first`'s answer: heard whole if the first utterance it
         started ended after its last sound (a piece judged alone lets the reply go on, or is answered half)."""
         self.into_answer(first, after_s)
-        count, start = len(self.conversation.turns), self.room.position
+        count, start = len(self.conversation.turns), self.conversation.heard_samples
         self.feed(case.audio[:len(case.audio) // FRAME * FRAME])
         self.settle()
         heard = [t for t in list(self.conversation.turns)[count:] if t.barged_in]

@@ -6,8 +6,9 @@ pause of 600-1000 ms is inserted at the marked word boundary, found from the voi
 timings, with the four speakers of `device.models.voices`. Then each case is played
 through the VAD and the endpointer as the daemon does, in simulated time: the model's verdict on a
 pause reaches the endpointer after the time the model actually took (`cost_ms`), counted from the
-moment recognition would start; with `[endpoint] wait_after_open_words` the recogniser transcribes
-each pause as the speculative recognition does, its words arriving after the time it took. A case
+moment recognition would start; with `[endpoint] wait_after_open_words` or `end_on_known_question`
+the recogniser transcribes each pause as the speculative recognition does, its words (judged as the
+conversation judges them, device/conversation/pause_words.py) arriving after the time it took. A case
 passes when its utterance is not cut before the end of its
 speech; for a straight question, the silence waited before the end is what the visitor feels.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -24,7 +26,7 @@ from engines.model_specs import FRAME, SPEECH_RATE
 
 from device.bundled import SAMPLES
 from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer
-from device.conversation.open_words import leaves_open
+from device.conversation.pause_words import Words, judge_words
 from device.models.voices import VOICES, Voice, load_voices, speak
 from device.messages import SpeechPaused, Utterance
 from device.settings import EndpointSettings
@@ -81,31 +83,39 @@ class CaseResult:
     cut: bool  # an utterance ended before the question did
     waited_ms: float | None  # silence after the question before its end was decided
     verdicts: tuple[tuple[float, float], ...]  # (probability, cost_ms) per pause judged
-    heard: tuple[tuple[str, float], ...] = ()  # (speculative words, cost_ms) per pause, when open words are waited on
+    heard: tuple[tuple[str, float], ...] = ()  # (speculative words, cost_ms) per pause, when words are judged
 
 
 def evaluate(cases: list[PauseCase], vad, detector, settings: EndpointSettings, asr=None,
-             recognition_ms: float | None = None) -> list[CaseResult]:
+             recognition_ms: float | None = None, knows: Callable[[str, float], bool] | None = None) -> list[CaseResult]:
     """Play each case through the VAD and the endpointer; `detector` None: the fixed hangover; `asr`
-    (needed when `settings.wait_after_open_words`): the speculative recognition of each pause, whose
-    words arrive after the time it took, or after `recognition_ms` when given (a test's fixed clock)."""
-    if settings.wait_after_open_words and asr is None:
-        raise ValueError("wait_after_open_words needs the recogniser")
-    return [_play(case, vad, detector, settings, asr, recognition_ms) for case in cases]
+    (needed when words are judged): the speculative recognition of each pause, whose words arrive
+    after the time it took, or after `recognition_ms` when given (a test's fixed clock); `knows`
+    (needed with `end_on_known_question`): the dialogue is sure of its answer to the words."""
+    if _judges_words(settings) and asr is None:
+        raise ValueError("wait_after_open_words and end_on_known_question need the recogniser")
+    if settings.end_on_known_question and knows is None:
+        raise ValueError("end_on_known_question needs the dialogue")
+    return [_play(case, vad, detector, settings, asr, recognition_ms, knows) for case in cases]
 
 
-def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recognition_ms: float | None) -> CaseResult:
+def _judges_words(settings: EndpointSettings) -> bool:
+    return settings.wait_after_open_words or settings.end_on_known_question
+
+
+def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recognition_ms: float | None,
+          knows: Callable[[str, float], bool] | None) -> CaseResult:
     endpointer = Endpointer(settings, judged=detector is not None)
     vad.reset()
     due: list[tuple[int, object]] = []  # (frame at which it arrives, verdict)
-    words: list[tuple[int, int, bool]] = []  # (frame at which they arrive, their pause's speech_end, they leave it open)
+    words: list[tuple[int, int, Words]] = []  # (frame at which they arrive, their pause's speech_end, what they are)
     utterances: list[Utterance] = []
     verdicts, heard = [], []
     for index in range(len(case.audio) // FRAME):
         for arrival, verdict in [d for d in due if d[0] == index]:
             utterances += [e for e in endpointer.judge(verdict) if isinstance(e, Utterance)]
-        for arrival, speech_end, leaves in [w for w in words if w[0] == index]:
-            utterances += [e for e in endpointer.heard(speech_end, leaves) if isinstance(e, Utterance)]
+        for arrival, speech_end, kind in [w for w in words if w[0] == index]:
+            utterances += [e for e in endpointer.heard(speech_end, kind) if isinstance(e, Utterance)]
         frame = case.audio[index * FRAME:(index + 1) * FRAME]
         for event in endpointer.push(frame, vad.probability(frame)):
             if isinstance(event, Utterance):
@@ -115,12 +125,12 @@ def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recog
                     verdict = detector.judge(event.audio, event.speech_end)
                     verdicts.append((round(verdict.probability, 3), verdict.cost_ms))
                     due.append((index + math.ceil(verdict.cost_ms / FRAME_MS), verdict))
-                if settings.wait_after_open_words:
+                if _judges_words(settings):
                     began = time.perf_counter()
                     text = asr.transcribe(event.audio).text
                     cost_ms = (time.perf_counter() - began) * 1000 if recognition_ms is None else recognition_ms
                     heard.append((text, round(cost_ms, 1)))
-                    words.append((index + math.ceil(cost_ms / FRAME_MS), event.speech_end, leaves_open(text)))
+                    words.append((index + math.ceil(cost_ms / FRAME_MS), event.speech_end, judge_words(text, settings, knows)))
     cut = any(u.speech_end < case.speech_end - FRAME for u in utterances)
     last = utterances[-1] if utterances else None
     waited = None if last is None else (last.decided - case.speech_end) / SPEECH_RATE * 1000
@@ -153,11 +163,13 @@ def measure_pauses(app, split: str) -> dict:
 
     vad = catalog.load_vad(app.store)
     detector = catalog.load_end_of_turn(app.store, app.threads, app.settings.endpoint.end_of_turn_threshold)
-    asr = catalog.load_asr(app.store, app.threads) if app.settings.endpoint.wait_after_open_words else None
+    settings = app.settings.endpoint
+    asr = catalog.load_asr(app.store, app.threads) if _judges_words(settings) else None
+    knows = app.dialogue().knows if settings.end_on_known_question else None
     cases = load_cases(app.store, split, app.threads)
-    report = {"split": split, "threads": app.threads, "settings": vars(app.settings.endpoint).copy()}
+    report = {"split": split, "threads": app.threads, "settings": vars(settings).copy()}
     for name, judge in (("fixed_hangover", None), ("end_of_turn", detector)):
-        results = evaluate(cases, vad, judge, app.settings.endpoint, asr)
+        results = evaluate(cases, vad, judge, settings, asr, knows=knows)
         report[name] = summary(results) | {"cases": [_row(r) for r in results]}
     return report
 

@@ -156,7 +156,8 @@ def _pauses(app: App, args: argparse.Namespace) -> int:
         return 0
     print(f"{args.split} split: {report['fixed_hangover']['paused']} questions with a 600-1000 ms mid-sentence pause, "
           f"{report['fixed_hangover']['straight']} said straight through; waiting after open words: "
-          f"{'on' if report['settings']['wait_after_open_words'] else 'off'}")
+          f"{'on' if report['settings']['wait_after_open_words'] else 'off'}; ending on known questions: "
+          f"{'on' if report['settings']['end_on_known_question'] else 'off'}")
     for name in ("fixed_hangover", "end_of_turn"):
         r = report[name]
         print(f"  {name:<15} paused cut {r['paused_cut']}/{r['paused']}; straight waiting over "

@@ -137,6 +137,15 @@ class Dialogue:
         """The knowledge base's and built-ins' verdict on `question`, without an LLM or the visit's memory."""
         return self._decided(self.rank(question))
 
+    def sure(self, decision: Decision) -> bool:
+        """An answer confident enough to act on without a doubt (not a guess answered for its low cost)."""
+        return decision.kind == "answer" and decision.score >= self.settings.confident_threshold
+
+    def knows(self, question: str, at_least: float = 0.0) -> bool:
+        """The knowledge base or a built-in answers `question` with confidence, its similarity `at_least`."""
+        decision = self.decide(question)
+        return self.sure(decision) and decision.score >= at_least
+
     def _decided(self, ranking: list[tuple[str, float]]) -> Decision:
         intent, score = ranking[0]
         if score < self.settings.threshold:

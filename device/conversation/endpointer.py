@@ -9,8 +9,10 @@ The hangover of a pause: the fixed `hangover_ms` without an end-of-turn model, o
 on this pause has not arrived (a slow model costs nothing over today's wait); once it has,
 `min_hangover_ms` if it judged the visitor finished, `max_hangover_ms` if not. With
 `wait_after_open_words`, the pause's speculative words (`heard`) come first: when they leave the
-sentence open ("Where is the ...", device/conversation/open_words.py) the pause lasts
-`max_hangover_ms` whatever the model says, and a "finished" verdict waits for them.
+sentence open ("Where is the ...", device/conversation/pause_words.py) the pause lasts
+`max_hangover_ms` whatever the model says, and a "finished" verdict waits for them. With
+`end_on_known_question`, words that are a question the knowledge base answers with confidence end
+the pause after `min_hangover_ms` (unless the model judged the visitor unfinished).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 from engines.model_specs import FRAME
 
 from device.conversation.noise_floor import NoiseFloor, level_db
+from device.conversation.pause_words import Words
 from device.messages import EndOfTurnVerdict, SpeechPaused, SpeechResumed, SpeechStarted, Utterance
 from device.settings import EndpointSettings
 
@@ -58,7 +61,7 @@ class Endpointer:
         self._last_speech = 0  # stream frame index after the last speech frame
         self._speech_start = 0  # stream sample where the current speech began
         self._complete: bool | None = None  # the end-of-turn verdict on the current pause, once it arrived
-        self._words: bool | None = None  # the words before the current pause leave the sentence open, once heard
+        self._words: Words | None = None  # what the words before the current pause are, once heard
         self._least_pause = 0  # frames of silence the current utterance waits at least (`wait_longer`)
 
     @property
@@ -130,12 +133,12 @@ class Endpointer:
         self._complete = verdict.complete
         return self._end_if_long_enough()
 
-    def heard(self, speech_end: int, leaves_open: bool) -> list[Event]:
-        """The speculative words of the pause after `speech_end` are in (`wait_after_open_words`);
-        `leaves_open`: they leave the sentence open, and the pause lasts `max_hangover_ms`."""
+    def heard(self, speech_end: int, words: Words) -> list[Event]:
+        """The speculative words of the pause after `speech_end` are in: OPEN ones make the pause last
+        `max_hangover_ms`, a KNOWN_QUESTION ends it after `min_hangover_ms`."""
         if not self._in_pause(speech_end):
             return []
-        self._words = leaves_open
+        self._words = words
         return self._end_if_long_enough()
 
     def _in_pause(self, speech_end: int) -> bool:
@@ -153,8 +156,10 @@ class Endpointer:
     def _pause_limit(self) -> int:
         """Frames of silence that end the current pause."""
         awaiting_words = self.settings.wait_after_open_words and self._words is None
-        if self._words:
+        if self._words is Words.OPEN:
             limit = self._max_hangover
+        elif self._words is Words.KNOWN_QUESTION and self._complete is not False:
+            limit = self._min_hangover
         elif not self._judged or self._complete is None or self._complete and awaiting_words:
             limit = self._hangover
         else:

@@ -36,11 +36,11 @@ def turn_report(turn: Turn) -> dict:
 
 
 def _end_of_turn(turn: Turn) -> dict:
-    """The end-of-turn model's verdict on the pause that ended the turn, whether its words left the
-    sentence open, and the silence waited."""
+    """The end-of-turn model's verdict on the pause that ended the turn, what its words were (open,
+    a known question, other; None if not judged), and the silence waited."""
     verdict, utterance = turn.end_of_turn, turn.utterance
     return {
-        "open_words": turn.open_words,
+        "words": None if turn.pause_words is None else turn.pause_words.value,
         "verdict": None if verdict is None else "complete" if verdict.complete else "incomplete",
         "probability": None if verdict is None else round(verdict.probability, 3),
         "cost_ms": None if verdict is None else verdict.cost_ms,

@@ -43,7 +43,7 @@ from device.conversation.dialogue import STOP, Answer, Dialogue
 from device.conversation.endpointer import Endpointer, EndpointSettings
 from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, ReplyPaused, ReplyResumed, SpeechPaused,
                              SpeechResumed, SpeechStarted, TurnTimings, Utterance)
-from device.conversation.open_words import leaves_open
+from device.conversation.pause_words import Words, judge_words
 from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
 from device.conversation.speech_out import SpeechOut, split_sentences
@@ -91,7 +91,7 @@ class Turn:
     answer: Answer | None = None
     chunks: list[ReplyChunk] = field(default_factory=list)
     end_of_turn: EndOfTurnVerdict | None = None  # the verdict that ended it, if one did
-    open_words: bool = False  # the words before the pause that ended it left the sentence open
+    pause_words: Words | None = None  # what the words before the pause that ended it were, if judged
     ignored: str = ""  # why no reply was given, if none was
     interrupted: bool = False
     barged_in: bool = False  # heard over a reply, which it paused
@@ -147,11 +147,12 @@ class Conversation:
         self._listening = threading.Event()  # clear: answer nobody (no visitor engaged and listening is gated)
         self._listening.set()
         self._frame = 0
+        self._saying_phrase = False  # the start-up phrase is being made and queued (the thread that calls warm_up)
         self._warm_up_tail = 0  # frames still not listened to after the start-up phrase (feeding thread, once started)
         self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
         self._speculative: tuple[int, Future[Transcript]] | None = None
         self._words_given = -1  # the pause whose speculative words the endpointer was last given (feeding thread)
-        self._words_open = -1  # the last pause whose words left the sentence open (feeding thread)
+        self._words: Words | None = None  # what they were (feeding thread)
         self._asr_pool = ThreadPoolExecutor(1, thread_name_prefix="asr")
         self._judge_pool = ThreadPoolExecutor(1, thread_name_prefix="end-of-turn")
         self._speech_pool = ThreadPoolExecutor(1, thread_name_prefix="speech")
@@ -171,7 +172,8 @@ class Conversation:
         if self.echo is not None:
             frame = self.echo.clean(frame, captured_at)
         if self.warming_up:  # not on the conversation's timeline: its frames start after the phrase
-            self._warm_up_tail -= 0 if self.speaker.busy else 1
+            if self._warm_up_tail > 0 and not self.speaker.busy:
+                self._warm_up_tail -= 1
             return
         self._arrivals.append(arrived)
         self._frame += 1
@@ -201,18 +203,19 @@ class Conversation:
             self._confirm_sound()
 
     def _take_words(self) -> list:
-        """With `wait_after_open_words`: once the speculative recognition of the current pause is back,
-        its words go to the endpointer (words that leave the sentence open hold the pause open)."""
-        if not self.endpointer.settings.wait_after_open_words or self._speculative is None:
+        """With `wait_after_open_words` or `end_on_known_question`: once the speculative recognition of
+        the current pause is back, what its words are goes to the endpointer (open words hold the pause
+        open, a question the robot is sure of ends it sooner)."""
+        settings = self.endpointer.settings
+        if not (settings.wait_after_open_words or settings.end_on_known_question) or self._speculative is None:
             return []
         speech_end, heard = self._speculative
         if speech_end == self._words_given or not heard.done():
             return []
         self._words_given = speech_end
         failed = heard.cancelled() or heard.exception() is not None
-        if not failed and leaves_open(heard.result().text):
-            self._words_open = speech_end
-        return self.endpointer.heard(speech_end, speech_end == self._words_open)
+        self._words = Words.OTHER if failed else judge_words(heard.result().text, settings, self.dialogue.knows)
+        return self.endpointer.heard(speech_end, self._words)
 
     def _watch_for_barge_in(self, speech: bool, sound: bool) -> None:
         """Enough speech over a reply, or a sound starting on it, pauses it now; the turns thread decides
@@ -297,15 +300,25 @@ class Conversation:
         is cleaned but not listened to until the phrase and its echo are over."""
         if self.echo is None or not phrase:
             return
-        for chunk in list(self.speech.chunks(0, [phrase], threading.Event())):
-            self.observer(chunk)
-            self.speaker.play(chunk)
-        self._warm_up_tail = self.endpointer.settings.frames(WARM_UP_TAIL_S * 1000)  # the speaker is busy by now
+        self._saying_phrase = True  # nobody is listened to from now, while the phrase is made
+        try:
+            for chunk in list(self.speech.chunks(0, [phrase], threading.Event())):
+                self.observer(chunk)
+                self.speaker.play(chunk)
+            self._warm_up_tail = self.endpointer.settings.frames(WARM_UP_TAIL_S * 1000)  # the speaker is busy by now
+        finally:
+            self._saying_phrase = False
+
+    @property
+    def heard_samples(self) -> int:
+        """Microphone samples listened to so far: where the next frame's sample positions start (the
+        start-up phrase's frames are not counted)."""
+        return self._frame * FRAME
 
     @property
     def warming_up(self) -> bool:
         """The start-up phrase or its echo is still in the microphone: nobody is listened to."""
-        return self._warm_up_tail > 0
+        return self._saying_phrase or self._warm_up_tail > 0
 
     def announce(self, intent: str, text: str) -> bool:
         """Say `text` unprompted (a greeting when a visitor arrives); False if the robot is busy."""
@@ -389,7 +402,7 @@ class Conversation:
         turn.barged_in, self._barging = self._barging, False
         if self._verdict is not None and self._verdict.speech_end == utterance.speech_end:
             turn.end_of_turn = self._verdict
-        turn.open_words = self._words_open == utterance.speech_end
+        turn.pause_words = self._words if self._words_given == utterance.speech_end else None
         self._pending.put((turn, future))
 
     def _new_turn(self, utterance: Utterance, timings: TurnTimings) -> Turn:
@@ -477,8 +490,7 @@ class Conversation:
         if speech_ms < self.bargein.min_question_ms and decision.intent != STOP:
             self._resume(turn, "too short for a question")
             return False
-        sure = decision.kind == "answer" and decision.score >= self.dialogue.settings.confident_threshold
-        if speech_ms < self.bargein.sure_question_ms and not sure:
+        if speech_ms < self.bargein.sure_question_ms and not self.dialogue.sure(decision):
             self._resume(turn, "short, and not a question the robot knows")
             return False
         self._cut_reply(Interrupt("the visitor talked over the reply"))

@@ -1,0 +1,50 @@
+"""What the words before a pause say about it: the sentence goes on, or it is a question the robot
+knows, or neither (the fixed hangover, or the end-of-turn model, decides).
+
+Open words: a visitor who stops after "Where is the" or "Is it possible to" is looking for the next
+word, whatever their voice did. The end-of-turn model judges a pause by its sound
+(docs/end-of-turn.md); the speculative recognition of the same pause gives its words, and when the
+last one is an article, a possessive determiner, a conjunction or an infinitive's "to", the pause
+waits `max_hangover_ms` (`[endpoint] wait_after_open_words`). Prepositions, pronouns and quantifiers
+are not in the list: questions end on them ("What is this for?", "Can you repeat that?", "Do you
+have any?").
+
+A known question: words the knowledge base answers with confidence, their similarity at least
+`known_question_threshold` (`[endpoint] end_on_known_question`), end the pause after
+`min_hangover_ms`: what the robot would answer is already clear, and waiting the rest of the fixed
+hangover only delays it.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Callable
+
+from device.models.asr import words
+from device.settings import EndpointSettings
+
+OPEN_WORDS = frozenset("a an the my your our their its every to and or but if because than whether".split())
+
+
+class Words(enum.Enum):
+    """What the speculative words before a pause are."""
+
+    OPEN = "open"  # the sentence goes on ("Where is the")
+    KNOWN_QUESTION = "known question"  # a question the knowledge base answers with confidence
+    OTHER = "other"
+
+
+def leaves_open(transcript: str) -> bool:
+    """The transcript's last word leaves its sentence open (False with no words)."""
+    said = words(transcript)
+    return bool(said) and said[-1] in OPEN_WORDS
+
+
+def judge_words(transcript: str, settings: EndpointSettings, knows: Callable[[str, float], bool]) -> Words:
+    """The words before a pause, as the settings ask them judged; `knows(words, at_least)`: the
+    dialogue is sure of its answer to them, with a similarity of at least `at_least`."""
+    if settings.wait_after_open_words and leaves_open(transcript):
+        return Words.OPEN
+    if settings.end_on_known_question and words(transcript) and knows(transcript, settings.known_question_threshold):
+        return Words.KNOWN_QUESTION
+    return Words.OTHER

@@ -1,0 +1,47 @@
+"""The words before a pause: the ones after which a visitor has not finished their sentence, and
+questions the robot is sure of (the real dialogue over the embedded knowledge base)."""
+
+import dataclasses
+
+import pytest
+
+from device.conversation.dialogue import Dialogue
+from device.conversation.knowledge import load_knowledge
+from device.conversation.pause_words import Words, judge_words, leaves_open
+from device.settings import load_settings
+
+ENDPOINT = dataclasses.replace(load_settings().endpoint, wait_after_open_words=True, end_on_known_question=True)
+
+
+@pytest.mark.parametrize("transcript", ["Where is the?", "Is it possible to.", "I was wondering if,", "Is there an",
+                                        "We are looking for the.", "Tickets for me and"])
+def test_an_article_a_conjunction_or_to_last_leaves_the_sentence_open(transcript):
+    assert leaves_open(transcript)
+
+
+@pytest.mark.parametrize("transcript", ["Where is the exit?", "What is this for?", "Do you have any?",
+                                        "Can you repeat that?", "Where are you from?", "", "Mm-hm."])
+def test_a_question_that_can_end_there_does_not(transcript):
+    assert not leaves_open(transcript)
+
+
+@pytest.fixture(scope="module")
+def dialogue(text_encoder):
+    return Dialogue(text_encoder, load_knowledge(), load_settings().dialogue)
+
+
+@pytest.mark.parametrize("transcript, expected", [
+    ("Excuse me, where are the restrooms", Words.KNOWN_QUESTION),  # the bundled visit's, as recognised
+    ("Do you have free Wi-Fi here?", Words.KNOWN_QUESTION),
+    ("Excuse me,", Words.OTHER),  # its pause must be waited out: the question comes after it
+    ("Is there a place", Words.OTHER),  # the dialogue's guess (food, 0.56) is not sure enough to end on
+    ("Where is the", Words.OPEN),
+    ("", Words.OTHER),
+])
+def test_a_question_the_robot_is_sure_of_is_known_and_a_guess_or_a_start_is_not(dialogue, transcript, expected):
+    assert judge_words(transcript, ENDPOINT, dialogue.knows) is expected
+
+
+def test_known_questions_are_judged_only_when_asked(dialogue):
+    off = dataclasses.replace(ENDPOINT, end_on_known_question=False)
+    assert judge_words("Do you have free Wi-Fi here?", off, dialogue.knows) is Words.OTHER
