@@ -142,9 +142,11 @@ class Dialogue:
         return decision.kind == "answer" and decision.score >= self.settings.confident_threshold
 
     def knows(self, question: str, at_least: float = 0.0) -> bool:
-        """The knowledge base or a built-in answers `question` with confidence, its similarity `at_least`."""
+        """The knowledge base, a greeting or a goodbye answers `question` with confidence, its similarity
+        `at_least`. Never an action: "What time" (the time, 0.87) starts "What time do you open?", and
+        acting on half a question is worse than waiting for the rest."""
         decision = self.decide(question)
-        return self.sure(decision) and decision.score >= at_least
+        return self.sure(decision) and decision.intent not in self._actions and decision.score >= at_least
 
     def _decided(self, ranking: list[tuple[str, float]]) -> Decision:
         intent, score = ranking[0]

@@ -12,7 +12,8 @@ have any?").
 A known question: words the knowledge base answers with confidence, their similarity at least
 `known_question_threshold` (`[endpoint] end_on_known_question`), end the pause after
 `min_hangover_ms`: what the robot would answer is already clear, and waiting the rest of the fixed
-hangover only delays it.
+hangover only delays it. Built-in actions (the time, the date, stop, repeat) never count: their
+examples are the starts of other questions ("What time ... do you open?").
 """
 
 from __future__ import annotations

@@ -151,6 +151,7 @@ class Conversation:
         self._warm_up_tail = 0  # frames still not listened to after the start-up phrase (feeding thread, once started)
         self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
         self._speculative: tuple[int, Future[Transcript]] | None = None
+        self._pause_words: Future[Words] | None = None  # what the speculative words are, judged after them
         self._words_given = -1  # the pause whose speculative words the endpointer was last given (feeding thread)
         self._words: Words | None = None  # what they were (feeding thread)
         self._asr_pool = ThreadPoolExecutor(1, thread_name_prefix="asr")
@@ -189,32 +190,45 @@ class Conversation:
             if isinstance(event, (SpeechStarted, Utterance)):
                 self.observer(event)
             if isinstance(event, SpeechPaused):
-                self._speculative = (event.speech_end, self._asr_pool.submit(self.asr.transcribe, event.audio))
+                heard = self._asr_pool.submit(self.asr.transcribe, event.audio)
+                self._speculative = (event.speech_end, heard)
+                if self._judges_words:
+                    self._pause_words = self._asr_pool.submit(self._words_of, heard)
                 if self.end_of_turn is not None:
                     self._judging = self._judge_pool.submit(self._judge, event)
             elif isinstance(event, SpeechResumed):
-                for pending in (self._speculative[1] if self._speculative else None, self._judging):
+                for pending in (self._speculative[1] if self._speculative else None, self._pause_words, self._judging):
                     if pending is not None:
                         pending.cancel()  # only drops it if it has not started yet
-                self._speculative = self._judging = None
+                self._speculative = self._pause_words = self._judging = None
             elif isinstance(event, Utterance):
                 self._submit(event)
         if self._unconfirmed:
             self._confirm_sound()
 
-    def _take_words(self) -> list:
-        """With `wait_after_open_words` or `end_on_known_question`: once the speculative recognition of
-        the current pause is back, what its words are goes to the endpointer (open words hold the pause
-        open, a question the robot is sure of ends it sooner)."""
+    @property
+    def _judges_words(self) -> bool:
         settings = self.endpointer.settings
-        if not (settings.wait_after_open_words or settings.end_on_known_question) or self._speculative is None:
+        return settings.wait_after_open_words or settings.end_on_known_question
+
+    def _words_of(self, heard: Future[Transcript]) -> Words:
+        """On the recognition thread, right after the pause's words: what they are. The dialogue's text
+        encoder runs here, not on the feeding thread, which must never wait for it."""
+        if heard.cancelled() or heard.exception() is not None:
+            return Words.OTHER
+        return judge_words(heard.result().text, self.endpointer.settings, self.dialogue.knows)
+
+    def _take_words(self) -> list:
+        """With `wait_after_open_words` or `end_on_known_question`: once the current pause's words are
+        judged, the verdict goes to the endpointer (open words hold the pause open, a question the robot
+        is sure of ends it sooner)."""
+        if self._speculative is None or self._pause_words is None:
             return []
-        speech_end, heard = self._speculative
-        if speech_end == self._words_given or not heard.done():
+        speech_end, judged = self._speculative[0], self._pause_words
+        if speech_end == self._words_given or not judged.done():
             return []
         self._words_given = speech_end
-        failed = heard.cancelled() or heard.exception() is not None
-        self._words = Words.OTHER if failed else judge_words(heard.result().text, settings, self.dialogue.knows)
+        self._words = Words.OTHER if judged.cancelled() or judged.exception() is not None else judged.result()
         return self.endpointer.heard(speech_end, self._words)
 
     def _watch_for_barge_in(self, speech: bool, sound: bool) -> None:
@@ -392,7 +406,7 @@ class Conversation:
         now = time.monotonic()
         timings = TurnTimings(0, endpoint=now, speech_end=self._arrival_of(utterance.speech_end // FRAME - 1))
         speculative = self._speculative
-        self._speculative = None
+        self._speculative = self._pause_words = None
         if speculative is not None and speculative[0] == utterance.speech_end:
             future, timings.speculative_hit = speculative[1], True
         else:
