@@ -33,7 +33,7 @@ def test_utterance_with_pre_roll_ends_after_the_hangover():
     assert kinds == ["SpeechStarted", "SpeechPaused", "Utterance"]
     (_, started), (paused_at, paused), (ended_at, utterance) = events
     assert started.sample == 5 * FRAME
-    assert paused_at == 13 and paused.speech_end == 11 * FRAME  # after 96 ms (3 frames) of silence
+    assert paused_at == 12 and paused.speech_end == 11 * FRAME  # after 64 ms (2 frames) of silence
     assert ended_at == 11 + 10 - 1  # the tenth silent frame (320 ms) decides
     assert frames_of(utterance) == list(range(1, 11))  # 4 frames (128 ms) of pre-roll, then the speech
     assert utterance.speech_start == 5 * FRAME and utterance.speech_end == 11 * FRAME
@@ -76,7 +76,7 @@ def test_resumed_then_paused_carry_consistent_speech_ends():
 
 
 def test_a_dip_between_syllables_starts_no_speculation():
-    kinds = [type(e).__name__ for _, e in run("SSSS" + ".." + "SSSS" + "." * 12)]
+    kinds = [type(e).__name__ for _, e in run("SSSS" + "." + "SSSS" + "." * 12)]
     assert kinds == ["SpeechStarted", "SpeechPaused", "Utterance"]
 
 
