@@ -102,10 +102,12 @@ def llm_server(tmp_path_factory):
 
 @pytest.fixture
 def llm_line(llm_server):
-    """A fresh proxy to the real server, passing everything through until a test sets its `fault`."""
+    """A fresh proxy to the real server, passing everything through until a test sets its `fault`;
+    afterwards the server is idle, whatever the fault left it doing."""
     line = FaultyLine(llm_server.port)
     yield line
     line.close()
+    llm_server.reply_once()
 
 
 @pytest.fixture(scope="session")

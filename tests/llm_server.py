@@ -70,13 +70,16 @@ class LlamaServer:
             try:
                 with urllib.request.urlopen(f"{self.url}/models", timeout=2) as response:
                     if response.status == 200:
-                        return self._warm_up()
+                        return self.reply_once()
             except OSError:
                 time.sleep(0.5)
         raise RuntimeError(f"the LLM server did not answer within {START_TIMEOUT_S} s; see {self._log.name}")
 
-    def _warm_up(self) -> None:
-        """One short reply, as a server in service has given many: the first costs seconds more."""
+    def reply_once(self) -> None:
+        """One short reply. As a warm-up: a server in service has given many, the first costs seconds
+        more. Between tests: the server answers one request at a time, so once this is answered it is
+        idle; a request that overlaps another one's end may get an empty reply (llama-cpp-python
+        interrupts the running request when a new one comes), which must not be the next test's."""
         body = json.dumps({"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 8}).encode()
         request = urllib.request.Request(f"{self.url}/chat/completions", body, {"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=60) as response:
@@ -111,6 +114,8 @@ class FaultyLine:
         self.last_event: float | None = None
         self.requests: list[dict] = []
         self.hung_up = False
+        self._closed = threading.Event()  # a fault that waits (a slow first word, a stall, a drip) ends there
+        self._handlers: list[threading.Thread] = []
         line = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -129,10 +134,15 @@ class FaultyLine:
         return f"http://127.0.0.1:{self.server.server_port}/v1"
 
     def close(self) -> None:
+        """Stop serving, and end every reply still going: none of them reaches the server later."""
+        self._closed.set()
         self.server.shutdown()
         self.server.server_close()
+        for handler in self._handlers:
+            handler.join(timeout=10)
 
     def _serve(self, handler: http.server.BaseHTTPRequestHandler) -> None:
+        self._handlers.append(threading.current_thread())
         body = handler.rfile.read(int(handler.headers["Content-Length"]))
         self.requests.append(json.loads(body))
         fault = self.fault
@@ -141,8 +151,8 @@ class FaultyLine:
             handler.send_header("Location", "http://127.0.0.2:9/v1/chat/completions")
             handler.end_headers()
             return
-        if fault == "slow_first":
-            time.sleep(self.slow_first_s)
+        if fault == "slow_first" and self._closed.wait(self.slow_first_s):
+            return
         upstream = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=120)
         upstream.request("POST", handler.path, body, {"Content-Type": "application/json"})
         response = upstream.getresponse()
@@ -171,13 +181,14 @@ class FaultyLine:
                 if fault == "stall" and any(c in said for c in ".!?") and said.rstrip()[-1:] not in ".!?":
                     out.write(line.encode() + b"\r\n")  # this event whole, then silence
                     out.flush()
-                    time.sleep(self.stall_s)  # the connection stays open, nothing more comes
+                    self._closed.wait(self.stall_s)  # the connection stays open, nothing more comes
                     return
             if fault == "drip":
                 for byte in line.encode():
                     out.write(bytes([byte]))
                     out.flush()
-                    time.sleep(0.5)
+                    if self._closed.wait(0.5):
+                        return
                 continue
             out.write(line.encode())
             out.flush()
