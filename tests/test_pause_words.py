@@ -47,3 +47,19 @@ def test_a_question_the_robot_is_sure_of_is_known_and_a_guess_or_a_start_is_not(
 def test_known_questions_are_judged_only_when_asked(dialogue):
     off = dataclasses.replace(ENDPOINT, end_on_known_question=False)
     assert judge_words("Do you have free Wi-Fi here?", off, dialogue.knows) is Words.OTHER
+
+
+def test_words_judged_at_a_pause_are_embedded_once_for_their_answer(text_encoder):
+    embedded = []
+
+    class Counting:  # the real encoder, counting the texts it embeds
+        def embed(self, texts):
+            embedded.extend(texts)
+            return text_encoder.embed(texts)
+
+    dialogue = Dialogue(Counting(), load_knowledge(), load_settings().dialogue)
+    embedded.clear()  # the knowledge base's examples
+    assert dialogue.knows("Do you have free Wi-Fi here?")
+    assert dialogue.answer("Do you have free Wi-Fi here?").intent == "wifi"
+    assert dialogue.answer("Where are the restrooms?").intent == "restrooms"
+    assert embedded == ["Do you have free Wi-Fi here?", "Where are the restrooms?"]

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import collections
 import datetime
+import functools
 import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+import numpy as np
 
 from device.conversation.knowledge import Intent, KnowledgeError, load_knowledge
 from device.conversation.llm import LlmClient, LlmError
@@ -100,6 +102,9 @@ class Dialogue:
         self._builtin_names = {i.name for i in BUILTINS}
         self._actions = {i.name for i in BUILTINS if not i.answer}
         self._guarded = self._actions - {REPEAT}  # never asked back about: below ACTION_THRESHOLD, rephrase
+        # The words before a pause are judged (`knows`) on the recognition thread and, when the pause
+        # ends the turn, answered with the same transcript: embedded once (lru_cache takes a lock).
+        self._embedded = functools.lru_cache(maxsize=8)(self._embed)
         self.load(intents)
 
     def load(self, intents: tuple[Intent, ...]) -> None:
@@ -127,11 +132,16 @@ class Dialogue:
     def rank(self, question: str) -> list[tuple[str, float]]:
         """Intents by their best example's similarity to the question, best first."""
         _, owners, examples = self._knowledge
-        scores = examples @ self.encoder.embed([question])[0]
+        scores = examples @ self._embedded(question)
         best: dict[str, float] = {}
         for owner, score in zip(owners, scores):
             best[owner] = max(best.get(owner, -1.0), float(score))
         return sorted(best.items(), key=lambda item: -item[1])
+
+    def _embed(self, question: str) -> np.ndarray:
+        embedding = self.encoder.embed([question])[0]
+        embedding.setflags(write=False)  # shared by the threads that ask
+        return embedding
 
     def decide(self, question: str) -> Decision:
         """The knowledge base's and built-ins' verdict on `question`, without an LLM or the visit's memory."""
