@@ -38,7 +38,8 @@ if [ ! -f "$stamp" ]; then
     "${pip[@]}" install "torch==2.13.0"
     # llm-server builds llama.cpp from source (several minutes on 2 cores), for any x86-64 CPU with
     # AVX2 rather than for this one (GGML_NATIVE=OFF): built natively on a Xeon with AMX, the server
-    # of llama-cpp-python 0.3.36 crashed (SIGSEGV) on its first reply. --no-cache-dir: a wheel built
+    # of llama-cpp-python 0.3.36 crashed (SIGSEGV) on its first reply (llama.cpp's AMX matrix multiply,
+    # ggml-org/llama.cpp issue 20824; dspy's CI dropped AMX for it, PR 10079). --no-cache-dir: a wheel built
     # natively before (pip's cache does not know CMAKE_ARGS) is not reused.
     CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
       "${pip[@]}" install --no-cache-dir -e ".[test,reference,plot,llm-server]"
