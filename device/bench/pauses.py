@@ -26,7 +26,7 @@ from engines.model_specs import FRAME, SPEECH_RATE
 
 from device.bundled import SAMPLES
 from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer
-from device.conversation.pause_words import Words, judge_words
+from device.conversation.pause_words import Words, judge_words, judges_words
 from device.models.voices import VOICES, Voice, load_voices, speak
 from device.messages import SpeechPaused, Utterance
 from device.settings import EndpointSettings
@@ -92,15 +92,11 @@ def evaluate(cases: list[PauseCase], vad, detector, settings: EndpointSettings, 
     (needed when words are judged): the speculative recognition of each pause, whose words arrive
     after the time it took, or after `recognition_ms` when given (a test's fixed clock); `knows`
     (needed with `end_on_known_question`): the dialogue is sure of its answer to the words."""
-    if _judges_words(settings) and asr is None:
+    if judges_words(settings) and asr is None:
         raise ValueError("wait_after_open_words and end_on_known_question need the recogniser")
     if settings.end_on_known_question and knows is None:
         raise ValueError("end_on_known_question needs the dialogue")
     return [_play(case, vad, detector, settings, asr, recognition_ms, knows) for case in cases]
-
-
-def _judges_words(settings: EndpointSettings) -> bool:
-    return settings.wait_after_open_words or settings.end_on_known_question
 
 
 def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recognition_ms: float | None,
@@ -125,7 +121,7 @@ def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recog
                     verdict = detector.judge(event.audio, event.speech_end)
                     verdicts.append((round(verdict.probability, 3), verdict.cost_ms))
                     due.append((index + math.ceil(verdict.cost_ms / FRAME_MS), verdict))
-                if _judges_words(settings):
+                if judges_words(settings):
                     began = time.perf_counter()
                     text = asr.transcribe(event.audio).text
                     cost_ms = (time.perf_counter() - began) * 1000 if recognition_ms is None else recognition_ms
@@ -164,7 +160,7 @@ def measure_pauses(app, split: str) -> dict:
     vad = catalog.load_vad(app.store)
     detector = catalog.load_end_of_turn(app.store, app.threads, app.settings.endpoint.end_of_turn_threshold)
     settings = app.settings.endpoint
-    asr = catalog.load_asr(app.store, app.threads) if _judges_words(settings) else None
+    asr = catalog.load_asr(app.store, app.threads) if judges_words(settings) else None
     knows = app.dialogue().knows if settings.end_on_known_question else None
     cases = load_cases(app.store, split, app.threads)
     report = {"split": split, "threads": app.threads, "settings": vars(settings).copy()}

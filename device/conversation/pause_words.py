@@ -41,6 +41,11 @@ def leaves_open(transcript: str) -> bool:
     return bool(said) and said[-1] in OPEN_WORDS
 
 
+def judges_words(settings: EndpointSettings) -> bool:
+    """The settings ask the words before each pause to be judged (recognised, then `judge_words`)."""
+    return settings.wait_after_open_words or settings.end_on_known_question
+
+
 def judge_words(transcript: str, settings: EndpointSettings, knows: Callable[[str, float], bool]) -> Words:
     """The words before a pause, as the settings ask them judged; `knows(words, at_least)`: the
     dialogue is sure of its answer to them, with a similarity of at least `at_least`."""

@@ -43,7 +43,7 @@ from device.conversation.dialogue import STOP, Answer, Dialogue
 from device.conversation.endpointer import Endpointer, EndpointSettings
 from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, ReplyPaused, ReplyResumed, SpeechPaused,
                              SpeechResumed, SpeechStarted, TurnTimings, Utterance)
-from device.conversation.pause_words import Words, judge_words
+from device.conversation.pause_words import Words, judge_words, judges_words
 from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
 from device.conversation.speech_out import SpeechOut, split_sentences
@@ -192,7 +192,7 @@ class Conversation:
             if isinstance(event, SpeechPaused):
                 heard = self._asr_pool.submit(self.asr.transcribe, event.audio)
                 self._speculative = (event.speech_end, heard)
-                if self._judges_words:
+                if judges_words(self.endpointer.settings):
                     self._pause_words = self._asr_pool.submit(self._words_of, heard)
                 if self.end_of_turn is not None:
                     self._judging = self._judge_pool.submit(self._judge, event)
@@ -205,11 +205,6 @@ class Conversation:
                 self._submit(event)
         if self._unconfirmed:
             self._confirm_sound()
-
-    @property
-    def _judges_words(self) -> bool:
-        settings = self.endpointer.settings
-        return settings.wait_after_open_words or settings.end_on_known_question
 
     def _words_of(self, heard: Future[Transcript]) -> Words:
         """On the recognition thread, right after the pause's words: what they are. The dialogue's text
