@@ -92,6 +92,47 @@ def test_played_audio_comes_back_byte_exact_and_in_order(alsa):
     assert taps >= 2 * 22050 / 220 and timed == taps  # every buffer with reply samples in it, with its DAC time
 
 
+def test_a_hold_fades_out_at_the_card_and_the_resume_plays_every_sample_once(alsa):
+    """A hold is done where the card takes its buffers: the reply samples already queued ahead of it are
+    faded out in the card's next buffer, not played first (that was 20-40 ms more before a visitor who
+    talks over a reply is heard), and kept: after the resume the reply goes on from the fade's first
+    sample, every sample once. The hold comes in a buffer that took the first half of one of the
+    thread's 20 ms blocks, so the other half is queued then."""
+    code = (
+        "import numpy as np, time\n"
+        "from device.messages import ReplyChunk\n"
+        "from device.sound.devices import DeviceSpeaker\n"
+        "from device.sound.speakers import BLOCK_SECONDS\n"
+        "rate = 22050\n"
+        "audio = (np.arange(rate) % 199 + 100).astype(np.float32) * 100 / 32767  # never 0, nor faded to 0\n"
+        "speaker = DeviceSpeaker(rate)\n"
+        "block = int(rate * BLOCK_SECONDS)\n"
+        "before = []  # reply samples the card played before the hold\n"
+        "def tap(samples, fresh, at):\n"
+        "    if before and before[-1] is None:\n"
+        "        return\n"
+        "    before.append(int(np.count_nonzero(samples)))\n"
+        "    if sum(before) > 10 * block and np.all(samples != 0) and sum(before) % block:\n"
+        "        speaker.hold(); before.append(None)\n"
+        "speaker.taps.append(tap)\n"
+        "speaker.play(ReplyChunk(1, 0, 'a', audio, rate, 0, (), True))\n"
+        "time.sleep(0.5); held = speaker.held; speaker.resume()\n"
+        "speaker.wait_idle(30)\n"
+        "print(held, sum(before[:-1]), speaker.played)\n"
+        "speaker.close()\n"
+    )
+    result = _python(code, alsa)
+    assert result.returncode == 0, result.stderr[-2000:]
+    held, played_before, played = result.stdout.split()
+    assert held == "True" and int(played) == 22050
+    audio = (np.arange(22050) % 199 + 100).astype(np.float32) * 100 / 32767
+    expected = (audio * 32767).astype(np.int16)
+    k = int(played_before)
+    fade = (audio[k:k + 220] * np.linspace(1, 0, 220, dtype=np.float32) * 32767).astype(np.int16)
+    out = np.frombuffer(Path(alsa["ORIN_ALSA_OUT"]).read_bytes(), np.int16)
+    assert np.array_equal(out[out != 0], np.concatenate([expected[:k], fade[fade != 0], expected[k:]]))
+
+
 def test_devices_lists_the_alsa_devices_and_a_missing_name_lists_them(alsa):
     result = run_cli("devices", "--json", env=alsa)
     assert result.returncode == 0, result.stderr

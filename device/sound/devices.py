@@ -25,7 +25,7 @@ from engines.errors import OrinAvatarError
 
 from engines.model_specs import FRAME, SPEECH_RATE
 from device.sound.beamformer import HOP, MicArray, SteeredBeam
-from device.sound.speakers import BLOCK_SECONDS, Speaker
+from device.sound.speakers import BLOCK_SECONDS, FADE_SECONDS, Speaker
 
 log = logging.getLogger(__name__)
 RING_SECONDS = 4.0
@@ -184,7 +184,8 @@ class DeviceSpeaker(Speaker):
     already waiting, which paces it at the device's rate, so the playback clock `played` counts samples
     the device is about to take); the card's callback takes them, or silence. The taps get each buffer
     the card takes (silence included) with its DAC time. After a reply's last chunk a little silence
-    is queued, so `busy` lasts until the last syllable has been played."""
+    is queued, so `busy` lasts until the last syllable has been played. A hold is done in the
+    callback (`_fade_queued`)."""
 
     def __init__(self, sample_rate: int, wanted: str = "default") -> None:
         import pyaudio
@@ -195,6 +196,7 @@ class DeviceSpeaker(Speaker):
         self._queued_samples = 0
         self._room = threading.Condition()
         self._first = True  # the card's first buffer is still to come
+        self._faded = False  # the callback's: it has faded out since the hold began
         self._ahead = int(sample_rate * BLOCK_SECONDS)  # queued beyond this, `_write` waits
         super().__init__(sample_rate)
         self._stream = self._audio.open(format=pyaudio.paInt16, channels=1, rate=sample_rate, output=True,
@@ -213,6 +215,9 @@ class DeviceSpeaker(Speaker):
         """The taps are called from the card's callback instead, with each buffer's DAC time."""
         self._write(samples)
 
+    def _fade_out(self, samples: np.ndarray, fresh: bool) -> None:
+        """The callback fades out what is queued, where the card is: `samples` stay for the resume."""
+
     def _write(self, samples: np.ndarray) -> None:
         with self._room:
             while self._queued_samples >= self._ahead and not self._stop.is_set():
@@ -227,8 +232,13 @@ class DeviceSpeaker(Speaker):
 
         out = np.zeros(count, np.float32)
         filled = 0
+        held = self._held.is_set()  # once: a hold set meanwhile must not cut this buffer off without its fade
         with self._room:
-            while filled < count and self._queued:
+            if held:
+                self._fade_queued(out)
+            else:
+                self._faded = False
+            while filled < count and self._queued and not held:
                 block = self._queued[0]
                 take = min(count - filled, len(block))
                 out[filled:filled + take] = block[:take]
@@ -244,6 +254,17 @@ class DeviceSpeaker(Speaker):
             tap(out, self._first, at if at > 0 else None)
         self._first = False
         return (out * 32767).astype(np.int16).tobytes(), pyaudio.paContinue
+
+    def _fade_queued(self, out: np.ndarray) -> None:
+        """Held: the first buffer after the hold is a fade of what comes next (kept queued, played again
+        whole on resume), then silence. Done here rather than by the speaker's thread, so a hold is heard
+        within the card's own latency, not after the block or two queued ahead of it as well."""
+        if self._faded:
+            return
+        fade = min(len(out), int(self.sample_rate * FADE_SECONDS))
+        upcoming = np.concatenate(list(self._queued))[:fade] if self._queued else np.zeros(0, np.float32)
+        out[:len(upcoming)] = upcoming * np.linspace(1, 0, fade, dtype=np.float32)[:len(upcoming)]
+        self._faded = True
 
     def _finished_chunk(self, last: bool) -> None:
         if last:  # a block at a time, like the reply, so `busy` ends as the silence is played

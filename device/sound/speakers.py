@@ -110,9 +110,9 @@ class Speaker:
             start = 0
             while start < len(chunk.audio) and not self._stop.is_set():
                 samples = chunk.audio[start:start + block]
+                self._wait_for_device(len(samples))
                 if self._held.is_set():
-                    fade = samples[:max(1, int(self.sample_rate * FADE_SECONDS))]
-                    self._hand(fade * np.linspace(1, 0, len(fade), dtype=np.float32), fresh)  # a fade, not a click
+                    self._fade_out(samples, fresh)
                     self._go.wait()
                     fresh = True  # the device ran dry while it waited
                     continue  # the faded block is played again in full on resume
@@ -123,6 +123,15 @@ class Speaker:
             if not self._stop.is_set():
                 self._finished_chunk(chunk.last)
             self._done_one()
+
+    def _wait_for_device(self, count: int) -> None:
+        """Until the device needs the next `count` samples: a hold that comes meanwhile then holds them
+        back, instead of their being handed over already."""
+
+    def _fade_out(self, samples: np.ndarray, fresh: bool) -> None:
+        """Held before `samples`: hand a fade of their start instead, not a click."""
+        fade = samples[:max(1, int(self.sample_rate * FADE_SECONDS))]
+        self._hand(fade * np.linspace(1, 0, len(fade), dtype=np.float32), fresh)
 
     def _hand(self, samples: np.ndarray, fresh: bool) -> None:
         """Taps first: a device's write blocks until there is room, by when the block may be playing."""
@@ -154,11 +163,11 @@ class RecordingSpeaker(Speaker):
         super().__init__(sample_rate)
 
     def _write(self, samples: np.ndarray) -> None:
-        self._pace(len(samples))
         self.recorded.append(samples)
 
-    def _pace(self, count: int) -> None:
-        """Block as a sound card taking `count` samples would (when `realtime`)."""
+    def _wait_for_device(self, count: int) -> None:
+        """Block as a sound card taking `count` samples would (when `realtime`): until the samples
+        before them have been taken."""
         if self.realtime:
             now = time.monotonic()
             self._next = max(self._next, now) + count / self.sample_rate
@@ -185,7 +194,6 @@ class WavFileSpeaker(RecordingSpeaker):
         super().__init__(sample_rate, realtime=True)
 
     def _write(self, samples: np.ndarray) -> None:
-        self._pace(len(samples))
         self._file.write(np.clip(samples, -1.0, 1.0))
         self.seconds += len(samples) / self.sample_rate
 
