@@ -94,8 +94,10 @@ def _feeder(conversation: Conversation):
     return feed
 
 
-def _through(room: EchoRoom, canceller: EchoCanceller | None, visitor: np.ndarray, reply: np.ndarray, rate: int):
-    """The reply played in 20 ms blocks, a microphone frame taken every 32 ms of it: (heard, cleaned)."""
+def _through(room: EchoRoom, canceller: EchoCanceller | None, visitor: np.ndarray, reply: np.ndarray, rate: int,
+             newest: list | None = None):
+    """The reply played in 20 ms blocks, a microphone frame taken every 32 ms of it: (heard, cleaned);
+    `newest` gets the canceller's newest blocks after each frame (what the turn loop judges sounds on)."""
     block = int(rate * BLOCK_SECONDS)
     played, heard, cleaned = 0, [], []
     for i in range(len(visitor) // FRAME):
@@ -109,6 +111,8 @@ def _through(room: EchoRoom, canceller: EchoCanceller | None, visitor: np.ndarra
         frame = room.capture(visitor[i * FRAME:(i + 1) * FRAME])
         heard.append(frame)
         cleaned.append(canceller.clean(frame) if canceller is not None else frame)
+        if newest is not None:
+            newest.append(canceller.newest)
     return np.concatenate(heard), np.concatenate(cleaned)
 
 
@@ -160,7 +164,7 @@ def test_a_visitor_over_a_reply_is_a_sound_onset_before_the_vad_hears_speech_and
     room = EchoRoom(EchoPath(echo_db=6.0, delay_ms=30.0), 0.075, reply, rate, clock=lambda: 0.0)
     canceller = EchoCanceller(rate, clock=lambda: 0.0)
     onsets, room_level = SoundOnset(load_settings().bargein.sound_onset_db), ReplyRoom()
-    sounds = lambda frame: onsets.push(room_level.hear(frame, True))  # noqa: E731 (as the turn loop feeds them)
+    sounds = lambda heard: onsets.push(room_level.hear(heard, True))  # noqa: E731 (as the turn loop feeds them)
     length = len(reply) * SPEECH_RATE // rate + SPEECH_RATE // 2
     guard = int(ONSET_GUARD_S * SPEECH_RATE) // FRAME
     for _ in range(2):
@@ -172,9 +176,12 @@ def test_a_visitor_over_a_reply_is_a_sound_onset_before_the_vad_hears_speech_and
     at = SPEECH_RATE
     visitor[at:at + len(question)] = question[:length - at]
     onset = at + _speech_onset(question)  # as `bench bargein` times it
-    _, cleaned = _through(room, canceller, visitor, reply, rate)
-    frames = [cleaned[i * FRAME:(i + 1) * FRAME] for i in range(len(cleaned) // FRAME)]
-    started = [i for i, frame in enumerate(frames) if sounds(frame) and i >= guard]
+    newest = []
+    _, cleaned = _through(room, canceller, visitor, reply, rate, newest)
+    ahead = np.concatenate(newest)
+    sooner = [lag for lag in range(1, BLOCK + 1) if np.array_equal(ahead[:len(cleaned) - lag], cleaned[lag:])]
+    assert sooner, "the canceller's newest blocks are not its frames' sound up to a block sooner"
+    started = [i for i, heard in enumerate(newest) if sounds(heard) and i >= guard]
     vad.reset()
     speech = np.convolve(vad.probabilities(cleaned) >= 0.5, np.ones(3), "valid") == 3  # 3 frames in a row
     heard = (int(np.argmax(speech)) + 3) * FRAME

@@ -35,10 +35,10 @@ class ReplyRoom:
     def level_db(self) -> float:
         return max(self._levels.level, QUIETEST_FLOOR_DB)
 
-    def hear(self, frame: np.ndarray, learn: bool) -> list[tuple[float, float]]:
-        """The frame's whole 10 ms blocks: each one's level and the room's level with it. `learn`: a
-        reply plays (and is not held), so the blocks are the room's."""
-        audio = np.concatenate([self._pending, frame])
+    def hear(self, heard: np.ndarray, learn: bool) -> list[tuple[float, float]]:
+        """The whole 10 ms blocks of the echo-cancelled audio heard since the last call: each one's level
+        and the room's level with it. `learn`: a reply plays (and is not held), so the blocks are the room's."""
+        audio = np.concatenate([self._pending, heard])
         whole = len(audio) // BLOCK * BLOCK
         self._pending = audio[whole:]
         steady = None if learn else self.level_db  # not learning: one level for the whole frame

@@ -66,6 +66,9 @@ class EchoCanceller:
         self._processed = 0  # microphone samples through the module
         self._near = np.zeros(0, np.float32)
         self._out = np.zeros(BLOCK, np.float32)  # one block of latency: every frame in gives a frame out
+        # The blocks the last `clean` made, up to the newest (the frame it returned ends before that one):
+        # a judge of loudness need not wait the block of latency the frames have.
+        self.newest = np.zeros(0, np.float32)
         self.near_power = 0.0  # running sums over the frames where the far end played, for ERLE
         self.out_power = 0.0
         self.far_end_s = 0.0  # seconds of playback the module has been given: it converges on the first few
@@ -100,6 +103,7 @@ class EchoCanceller:
             near, self._near = self._near[:BLOCK], self._near[BLOCK:]
             far = self._take_far()
             pieces.append(self._process(near, far))
+        self.newest = np.concatenate(pieces[1:]) if len(pieces) > 1 else np.zeros(0, np.float32)
         out = np.concatenate(pieces)
         self._out = out[len(frame):]
         return out[:len(frame)]
