@@ -181,8 +181,8 @@ class Conversation:
         probability = self.vad.probability(frame)
         events = self._take_verdicts() + self._take_words()
         if self.bargein is not None:
-            heard = self.echo.newest if self.echo is not None else frame  # a sound's start 10 ms sooner
-            blocks = self._room.hear(heard, learn=self.state.replying and not self.speaker.held)
+            newest = self.echo.newest if self.echo is not None else frame  # a sound's start 10 ms sooner
+            blocks = self._room.hear(newest, learn=self.state.replying and not self.speaker.held)
             sound = self._sound is not None and self._sound.push(blocks) and self._echo_settled()
             self._watch_for_barge_in(self._speech_over_room(frame, probability), sound)
             if self._barging:

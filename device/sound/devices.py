@@ -25,7 +25,7 @@ from engines.errors import OrinAvatarError
 
 from engines.model_specs import FRAME, SPEECH_RATE
 from device.sound.beamformer import HOP, MicArray, SteeredBeam
-from device.sound.speakers import BLOCK_SECONDS, FADE_SECONDS, Speaker
+from device.sound.speakers import BLOCK_SECONDS, Speaker, fade_of
 
 log = logging.getLogger(__name__)
 RING_SECONDS = 4.0
@@ -261,9 +261,9 @@ class DeviceSpeaker(Speaker):
         within the card's own latency, not after the block or two queued ahead of it as well."""
         if self._faded:
             return
-        fade = min(len(out), int(self.sample_rate * FADE_SECONDS))
-        upcoming = np.concatenate(list(self._queued))[:fade] if self._queued else np.zeros(0, np.float32)
-        out[:len(upcoming)] = upcoming * np.linspace(1, 0, fade, dtype=np.float32)[:len(upcoming)]
+        if self._queued:
+            faded = fade_of(np.concatenate(list(self._queued))[:len(out)], self.sample_rate)
+            out[:len(faded)] = faded
         self._faded = True
 
     def _finished_chunk(self, last: bool) -> None:

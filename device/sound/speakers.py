@@ -23,8 +23,15 @@ BLOCK_SECONDS = 0.02  # playback granularity: how soon a stop or a hold takes ef
 FADE_SECONDS = 0.01  # a hold fades out over this long
 
 
+def fade_of(samples: np.ndarray, sample_rate: int) -> np.ndarray:
+    """The first FADE_SECONDS of `samples` (or all, if fewer) faded out to silence: a hold, not a click."""
+    fade = samples[:max(1, int(sample_rate * FADE_SECONDS))]
+    return fade * np.linspace(1, 0, len(fade), dtype=np.float32)
+
+
 class Speaker:
-    """Base: subclasses write blocks of samples (`_write`), possibly blocking at the device's pace."""
+    """Base: subclasses write blocks of samples (`_write`), waiting for the device (`_wait_for_device`,
+    or a `_write` that blocks) at its pace."""
 
     def __init__(self, sample_rate: int) -> None:
         self.sample_rate = sample_rate
@@ -130,11 +137,10 @@ class Speaker:
 
     def _fade_out(self, samples: np.ndarray, fresh: bool) -> None:
         """Held before `samples`: hand a fade of their start instead, not a click."""
-        fade = samples[:max(1, int(self.sample_rate * FADE_SECONDS))]
-        self._hand(fade * np.linspace(1, 0, len(fade), dtype=np.float32), fresh)
+        self._hand(fade_of(samples, self.sample_rate), fresh)
 
     def _hand(self, samples: np.ndarray, fresh: bool) -> None:
-        """Taps first: a device's write blocks until there is room, by when the block may be playing."""
+        """Taps first, then the device."""
         for tap in self.taps:
             tap(samples, fresh, None)
         self._write(samples)
