@@ -210,6 +210,12 @@ def test_a_dripping_llm_and_sigterm_during_a_long_reply(store, tmp_path, daemons
         daemon.receive(time.monotonic() + 0.2)
         phases.append(daemon.status()["conversation"])
     assert phases[0] in ("idle", "listening") and phases[-1] == "speaking", phases
+    # "speaking" starts with the first sentence's synthesis: wait until its audio reaches the speaker's file
+    # (CI once sent SIGTERM before, so the turn had no first sample to time).
+    before = daemon.speaker.stat().st_size
+    while time.monotonic() < deadline and daemon.speaker.stat().st_size < before + 8000:
+        daemon.receive(time.monotonic() + 0.05)
+    assert daemon.speaker.stat().st_size >= before + 8000, "the long reply never reached the speaker"
     code, seconds, stderr = daemon.stop()
     assert code == 0 and seconds < 5, stderr[-2000:]
     assert "gave no usable answer" in stderr, stderr[-3000:]  # bounded: the knowledge base answered
