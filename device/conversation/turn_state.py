@@ -19,7 +19,7 @@ class Phase(enum.Enum):
     IDLE = "idle"
     LISTENING = "listening"  # a visitor's utterance is being heard
     THINKING = "thinking"  # an utterance is being recognised and answered
-    SPEAKING = "speaking"  # a reply is playing
+    SPEAKING = "speaking"  # a reply is being said: from its first sentence's synthesis until its last sample
     INTERRUPTED = "interrupted"  # the visitor talks over the reply: it is held until their words are known
 
 
