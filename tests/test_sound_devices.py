@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from device.sound.beamformer import MicArray
+from device.sound.speakers import fade_of
 from tests.conftest import REPO, run_cli
 from tests.test_beamformer import plane_wave
 
@@ -128,7 +129,7 @@ def test_a_hold_fades_out_at_the_card_and_the_resume_plays_every_sample_once(als
     audio = (np.arange(22050) % 199 + 100).astype(np.float32) * 100 / 32767
     expected = (audio * 32767).astype(np.int16)
     k = int(played_before)
-    fade = (audio[k:k + 220] * np.linspace(1, 0, 220, dtype=np.float32) * 32767).astype(np.int16)
+    fade = (fade_of(audio[k:], 22050) * 32767).astype(np.int16)
     out = np.frombuffer(Path(alsa["ORIN_ALSA_OUT"]).read_bytes(), np.int16)
     assert np.array_equal(out[out != 0], np.concatenate([expected[:k], fade[fade != 0], expected[k:]]))
 

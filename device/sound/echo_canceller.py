@@ -103,8 +103,8 @@ class EchoCanceller:
             near, self._near = self._near[:BLOCK], self._near[BLOCK:]
             far = self._take_far()
             pieces.append(self._process(near, far))
-        self.newest = np.concatenate(pieces[1:]) if len(pieces) > 1 else np.zeros(0, np.float32)
         out = np.concatenate(pieces)
+        self.newest = out[len(pieces[0]):]
         self._out = out[len(frame):]
         return out[:len(frame)]
 
