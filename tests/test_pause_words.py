@@ -14,13 +14,14 @@ ENDPOINT = dataclasses.replace(load_settings().endpoint, wait_after_open_words=T
 
 
 @pytest.mark.parametrize("transcript", ["Where is the?", "Is it possible to.", "I was wondering if,", "Is there an",
-                                        "We are looking for the.", "Tickets for me and"])
-def test_an_article_a_conjunction_or_to_last_leaves_the_sentence_open(transcript):
+                                        "We are looking for the.", "Tickets for me and", "Excuse me,", "Excuse me."])
+def test_an_article_a_conjunction_or_to_last_or_an_opener_leaves_the_sentence_open(transcript):
     assert leaves_open(transcript)
 
 
 @pytest.mark.parametrize("transcript", ["Where is the exit?", "What is this for?", "Do you have any?",
-                                        "Can you repeat that?", "Where are you from?", "", "Mm-hm."])
+                                        "Can you repeat that?", "Where are you from?", "", "Mm-hm.", "Hello,",
+                                        "Excuse me, where are the restrooms?"])
 def test_a_question_that_can_end_there_does_not(transcript):
     assert not leaves_open(transcript)
 
@@ -33,7 +34,7 @@ def dialogue(text_encoder):
 @pytest.mark.parametrize("transcript, expected", [
     ("Excuse me, where are the restrooms", Words.KNOWN_QUESTION),  # the bundled visit's, as recognised
     ("Do you have free Wi-Fi here?", Words.KNOWN_QUESTION),
-    ("Excuse me,", Words.OTHER),  # its pause must be waited out: the question comes after it
+    ("Excuse me,", Words.OPEN),  # its pause must be waited out: the question comes after it
     ("Is there a place", Words.OTHER),  # the dialogue's guess (food, 0.56) is not sure enough to end on
     ("What time", Words.OTHER),  # the time, sure (0.87), but an action: it starts "What time do you open?"
     ("Hello,", Words.KNOWN_QUESTION),  # a greeting: wrong, it costs little

@@ -7,7 +7,9 @@ word, whatever their voice did. The end-of-turn model judges a pause by its soun
 last one is an article, a possessive determiner, a conjunction or an infinitive's "to", the pause
 waits `max_hangover_ms` (`[endpoint] wait_after_open_words`). Prepositions, pronouns and quantifiers
 are not in the list: questions end on them ("What is this for?", "Can you repeat that?", "Do you
-have any?").
+have any?"). Nor is a greeting ("Hello," is often a turn of its own), but "Excuse me" is: said
+alone, it is a visitor getting the robot's attention before their question, and a slow speaker's
+comma after it is longer than the fixed hangover.
 
 A known question: words the knowledge base answers with confidence, their similarity at least
 `known_question_threshold` (`[endpoint] end_on_known_question`), end the pause after
@@ -25,6 +27,7 @@ from device.models.asr import words
 from device.settings import EndpointSettings
 
 OPEN_WORDS = frozenset("a an the my your our their its every to and or but if because than whether".split())
+OPENERS = frozenset({("excuse", "me")})  # words that, said alone, open a question
 
 
 class Words(enum.Enum):
@@ -36,9 +39,9 @@ class Words(enum.Enum):
 
 
 def leaves_open(transcript: str) -> bool:
-    """The transcript's last word leaves its sentence open (False with no words)."""
+    """The transcript's last word leaves its sentence open, or it is only an opener (False with no words)."""
     said = words(transcript)
-    return bool(said) and said[-1] in OPEN_WORDS
+    return bool(said) and (said[-1] in OPEN_WORDS or tuple(said) in OPENERS)
 
 
 def judges_words(settings: EndpointSettings) -> bool:
