@@ -16,13 +16,13 @@ from device.bench.hall import Hall, at_snr, load_questions
 from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
 from device.conversation.speech_out import SpeechOut
-from device.conversation.turn_loop import ONSET_GUARD_S, SOUND_CONFIRM_MS, Conversation
+from device.conversation.turn_loop import SOUND_CONFIRM_MS, Conversation
 from device.conversation.visit import MicrophoneClock
 from device.messages import ReplyPaused, ReplyResumed
 from device.conversation.visit import bundled_questions
 from device.models.voices import VOICES, load_voices, speak
 from device.messages import ReplyChunk
-from device.sound.echo_canceller import EchoCanceller
+from device.sound.echo_canceller import SETTLE, EchoCanceller
 from device.sound.echo_room import BLOCK, DEVICE_BUFFER_MS, MIC_GAIN, EchoPath, EchoRoom, active_rms, block_power
 from device.sound.speakers import BLOCK_SECONDS, RecordingSpeaker
 import soundfile
@@ -157,7 +157,7 @@ def test_echo_canceller_takes_the_robots_voice_out_of_the_microphone(reply, tts,
 
 def test_a_visitor_over_a_reply_is_a_sound_onset_before_the_vad_hears_speech_and_the_echo_alone_is_none(reply, tts, vad):
     """Through the hall at +6 dB, the canceller warmed on two replies nobody talks over: in what it
-    leaves of those no sound starts after the first 0.3 s (the turn loop's guard); with a bundled
+    leaves of those no sound starts after the first 0.3 s (the canceller settling on a reply's start); with a bundled
     question said over the third, a sound starts within 130 ms of the question's onset (measured
     offline: 80-125 ms p50 from 0 to +12 dB, docs/bargein.md) and before the VAD has heard barge-in's 96 ms of speech."""
     rate = tts.sample_rate
@@ -166,7 +166,7 @@ def test_a_visitor_over_a_reply_is_a_sound_onset_before_the_vad_hears_speech_and
     onsets, room_level = SoundOnset(load_settings().bargein.sound_onset_db), ReplyRoom()
     sounds = lambda heard: onsets.push(room_level.hear(heard, True))  # noqa: E731 (as the turn loop feeds them)
     length = len(reply) * SPEECH_RATE // rate + SPEECH_RATE // 2
-    guard = int(ONSET_GUARD_S * SPEECH_RATE) // FRAME
+    guard = SETTLE // FRAME
     for _ in range(2):
         _, cleaned = _through(room, canceller, np.zeros(length, np.float32), reply, rate)
         started = [i for i in range(len(cleaned) // FRAME) if sounds(cleaned[i * FRAME:(i + 1) * FRAME])]
@@ -192,6 +192,16 @@ def test_a_visitor_over_a_reply_is_a_sound_onset_before_the_vad_hears_speech_and
     assert sounded < heard
 
 
+def test_a_sound_is_told_once_per_run_and_a_run_begun_while_the_canceller_settles_is_told_after():
+    onset = SoundOnset(15.0)
+    loud, quiet = (-30.0, -60.0), (-58.0, -60.0)
+    assert not onset.push([loud, loud]) and onset.push([loud])  # the third loud block in a row
+    assert not onset.push([loud, loud, loud])  # the same sound goes on: told once
+    assert not onset.push([quiet]) and not onset.push([loud, loud, loud], judged=False)  # a new one, while settling
+    assert onset.push([loud], judged=True)  # still going once judged again: told then
+    assert not onset.push([loud, quiet, loud, loud]) and onset.push([loud])  # a gap ends a run
+
+
 def test_a_halls_talk_does_not_pause_replies_and_a_visitor_louder_than_it_does(store, tts, text_encoder, vad):
     """Six talkers of the hall set's tuning split, through a hall, all along and 10 dB under the
     visitors, with the replies' echo at their level: eight bundled answers in a row, a bundled
@@ -209,7 +219,7 @@ def test_a_halls_talk_does_not_pause_replies_and_a_visitor_louder_than_it_does(s
     canceller, level_of_the_room = EchoCanceller(rate, clock=lambda: 0.0), ReplyRoom()
     _, talkers = load_questions(store, "tuning", limit=1)
     hall, rng = Hall(len(talkers), seed=7), np.random.default_rng(3)
-    guard = int(ONSET_GUARD_S * SPEECH_RATE) // FRAME
+    guard = SETTLE // FRAME
     vad.reset()
     talk_alone, louder_alone, louder_after = 0, [], []
     for k in range(8):
@@ -414,3 +424,32 @@ def test_device_times_place_a_playback_and_its_blocks_follow_each_other(caplog):
         assert other.place(160, fresh=True, dac_time=1.7e9) == FRAME  # by when it was handed: the sample being taken
         other.place(160, dac_time=1.7e9)
     assert caplog.text.count("not one clock") == 1
+
+
+def test_the_canceller_settles_where_the_far_end_comes_back_from_silence_or_was_lost():
+    """AEC3 lets echo through where its far end comes back after a silence or was never given: for 0.3 s
+    after either the canceller says it is settling (nothing pauses a reply then); a reply's own gap
+    between sentences (here 224 ms of silence handed to the card) is no such silence."""
+    canceller = EchoCanceller(SPEECH_RATE, clock=lambda: 0.0)
+    voice = (0.1 * np.sin(np.arange(FRAME) * 0.3)).astype(np.float32)
+
+    def frames(count: int, played: np.ndarray | None, fresh: bool = False) -> list[bool]:
+        settling = []
+        for i in range(count):
+            if played is not None:
+                canceller.played(played, fresh and i == 0)
+            canceller.clean(np.zeros(FRAME, np.float32))
+            settling.append(canceller.settling)
+        return settling
+
+    settle = SETTLE // FRAME
+    assert not any(frames(30, None))
+    start = frames(30, voice, fresh=True)  # a reply starts
+    assert all(start[:settle]) and not any(start[settle + 1:])
+    assert not any(frames(7, np.zeros(FRAME, np.float32)) + frames(10, voice))  # a gap between its sentences
+    assert not any(frames(16, None))  # the card ran dry (512 ms)...
+    back = frames(30, voice, fresh=True)  # ...and the voice comes back
+    assert all(back[:settle]) and not any(back[settle + 1:])
+    assert not any(frames(2, None))  # the speaker's thread is 64 ms late...
+    late = frames(1, np.tile(voice, 3)) + frames(29, voice)  # ...and hands what should have started playing
+    assert all(late[:settle]) and not any(late[settle + 1:])

@@ -25,12 +25,16 @@ class SoundOnset:
     def __init__(self, margin_db: float) -> None:
         self.margin_db = margin_db
         self._run = 0
+        self._told = False  # this run of loud blocks was reported
 
-    def push(self, blocks: list[tuple[float, float]]) -> bool:
+    def push(self, blocks: list[tuple[float, float]], judged: bool = True) -> bool:
         """`blocks`: (level, room level) of a frame's 10 ms blocks (`ReplyRoom.hear`); True if a run of
-        RUN_BLOCKS blocks `margin_db` over the room was reached in them."""
-        started = False
+        RUN_BLOCKS blocks `margin_db` over the room was reached in them, or is still going on the first
+        frame `judged` again (a visitor who starts while the canceller settles is heard once it has)."""
         for level, room in blocks:
-            self._run = self._run + 1 if level > room + self.margin_db else 0
-            started = started or self._run == RUN_BLOCKS
-        return started
+            loud = level > room + self.margin_db
+            self._run, self._told = (self._run + 1, self._told) if loud else (0, False)
+        if self._run < RUN_BLOCKS or self._told or not judged:
+            return False
+        self._told = True
+        return True

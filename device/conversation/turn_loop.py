@@ -16,8 +16,9 @@ Barge-in: the microphone's frames first lose the robot's own voice (the echo can
 end is what the speaker plays). A sound starting over a reply (`sound_onset_db`,
 device/conversation/sound_onset.py) or `min_speech_ms` of visitor speech (`speech_over_room_db` louder
 than the room during replies, device/conversation/reply_room.py: a hall's talk is speech too) pauses
-it at once (the feeding thread holds the speaker: a fade, the mouth closes); a sound no utterance follows lets it go
-on. The utterance that paused it ends only after `hold_hangover_ms` of silence (a question with a
+it at once (the feeding thread holds the speaker: a fade, the mouth closes), unless the canceller is
+settling (its far end just came back from silence, or was lost: it may let echo through); a sound no
+utterance follows lets it go on. The utterance that paused it ends only after `hold_hangover_ms` of silence (a question with a
 pause is heard whole) unless its words so far are a backchannel; the turns thread, once the
 utterance is recognised, lets a cough or a backchannel ("mm-hm") resume the reply, or cuts the
 reply (what was played is recorded; "repeat that" says the rest) and answers the new question.
@@ -64,17 +65,14 @@ KEEP_TURNS = 10  # turns kept (with their reply audio) for status, which shows t
 BACKCHANNELS = frozenset("mm hm hmm mhm mmhmm mmhm uh huh uhhuh aha ah oh okay ok yeah yes yep right sure alright "
                          "i see wow cool nice great".split())
 CUT_WAIT_S = 5.0  # a cut reply's speech thread ends within this (it stops at the next block)
-# For this long after a reply starts (or goes on after a pause) speech does not pause it: WebRTC's AEC3
-# lets the first 100-150 ms of echo after a silence through while it finds the echo again, and Silero
-# VAD's state keeps that "speech" up for a few frames more (measured through the echo room: every
-# self-interruption started there).
-ONSET_GUARD_S = 0.3
 # A reply a sound paused (before the VAD heard speech) goes on unless an utterance starts within this:
 # once the reply is silent the VAD hears the visitor's words without the echo, in 100-300 ms.
 SOUND_CONFIRM_MS = 480
-# A sound pauses a reply only once the echo canceller has had this much playback: on its first reply
-# AEC3 leaves 25-32 dB of echo (from the second on, 36 dB rising to 55), and in the daemon's echo-room
-# test what it let through started a sound 0.86 s into the first reply.
+# Without the start-up phrase, a sound pauses a reply only once the echo canceller has had this much
+# playback: on its first reply AEC3 leaves 25-32 dB of echo (from the second on, 36 dB rising to 55),
+# and in the daemon's echo-room test what it let through started a sound 0.86 s into the first reply.
+# The phrase teaches it the room before the first reply (47-66 dB on it), so after the phrase a sound
+# pauses any reply.
 SOUND_AFTER_PLAYBACK_S = 12.0
 # After the start-up phrase has played, the microphone is listened to once its echo has died away.
 WARM_UP_TAIL_S = 0.5
@@ -133,7 +131,8 @@ class Conversation:
         self._sound = SoundOnset(bargein.sound_onset_db) if self.bargein and bargein.sound_onset_db > 0 else None
         self._unconfirmed = 0  # frames since a sound paused the reply and no utterance started (feeding thread)
         self._confirm_frames = endpoint.frames(SOUND_CONFIRM_MS)
-        self.state: TurnState[Turn] = TurnState(int(ONSET_GUARD_S * speaker.sample_rate))
+        self.state: TurnState[Turn] = TurnState()
+        self._sound_after_s = SOUND_AFTER_PLAYBACK_S  # the canceller's playback before a sound may pause a reply (feeding thread)
         self._verdicts: queue.SimpleQueue[EndOfTurnVerdict] = queue.SimpleQueue()  # end-of-turn thread -> feed
         self._verdict: EndOfTurnVerdict | None = None  # the latest, owned by the feeding thread
         self._judging: Future | None = None
@@ -173,8 +172,11 @@ class Conversation:
         if self.echo is not None:
             frame = self.echo.clean(frame, captured_at)
         if self.warming_up:  # not on the conversation's timeline: its frames start after the phrase
+            self._room.hear(self.echo.newest, learn=self.speaker.busy)  # the room's level starts on the phrase
             if self._warm_up_tail > 0 and not self.speaker.busy:
                 self._warm_up_tail -= 1
+                if not self._warm_up_tail:
+                    self._sound_after_s = 0.0  # the canceller has learnt the room on the phrase
             return
         self._arrivals.append(arrived)
         self._frame += 1
@@ -182,9 +184,10 @@ class Conversation:
         events = self._take_verdicts() + self._take_words()
         if self.bargein is not None:
             newest = self.echo.newest if self.echo is not None else frame  # a sound's start 10 ms sooner
-            blocks = self._room.hear(newest, learn=self.state.replying and not self.speaker.held)
-            sound = self._sound is not None and self._sound.push(blocks) and self._echo_settled()
-            self._watch_for_barge_in(self._speech_over_room(frame, probability), sound)
+            settling = self.echo is not None and self.echo.settling  # it may let echo through: no pause, no room level
+            blocks = self._room.hear(newest, learn=self.state.replying and not self.speaker.held and not settling)
+            sound = self._sound is not None and self._sound.push(blocks, judged=not settling and self._echo_settled())
+            self._watch_for_barge_in(self._speech_over_room(frame, probability) and not settling, sound)
             if self._barging:
                 self.endpointer.wait_longer(self._held_pause_ms())
         for event in events + self.endpointer.push(frame, probability, over_floor=not self.state.replying, on_axis_db=on_axis_db):
@@ -228,12 +231,11 @@ class Conversation:
         return self.endpointer.heard(speech_end, self._words)
 
     def _watch_for_barge_in(self, speech: bool, sound: bool) -> None:
-        """Enough speech over a reply, or a sound starting on it, pauses it now; the turns thread decides
-        what follows once the utterance is recognised."""
-        guarded = self.state.guarded(self.speaker.played)
-        self._speech_run = self._speech_run + 1 if speech and not guarded else 0
+        """Enough speech over a reply, or a sound starting on it (each already left out while the canceller
+        settles), pauses it now; the turns thread decides what follows once the utterance is recognised."""
+        self._speech_run = self._speech_run + 1 if speech else 0
         by_speech = self._speech_run == self._barge_frames
-        if not (by_speech or sound and not guarded):
+        if not (by_speech or sound):
             return
         turn = self.state.pause()
         if turn is None:
@@ -253,7 +255,7 @@ class Conversation:
         return probability >= self.endpointer.settings.vad_threshold and (margin == 0 or self._room.louder(frame, margin))
 
     def _echo_settled(self) -> bool:
-        return self.echo is None or self.echo.far_end_s >= SOUND_AFTER_PLAYBACK_S
+        return self.echo is None or self.echo.far_end_s >= self._sound_after_s
 
     def _confirm_sound(self) -> None:
         """A sound paused the reply: an utterance starting keeps it paused (the turns thread decides, as
@@ -515,7 +517,7 @@ class Conversation:
         log.info("turn %d: %r over the reply: %s, it goes on", turn.id, turn.transcript, why)
 
     def _unpause(self) -> None:
-        speaking = self.state.resume(self.speaker.played)
+        speaking = self.state.resume()
         self.speaker.resume()
         if speaking is not None:
             self.observer(ReplyResumed(speaking.id))

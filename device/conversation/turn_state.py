@@ -24,17 +24,13 @@ class Phase(enum.Enum):
 
 
 class TurnState(Generic[T]):
-    """The reply being spoken (its turn `T`), whether the visitor's speech holds it, and from which
-    speaker sample speech may pause it (`guard` samples after it starts or goes on: the echo canceller
-    lets the first echo of a reply through)."""
+    """The reply being spoken (its turn `T`) and whether the visitor's speech holds it."""
 
-    def __init__(self, guard: int) -> None:
+    def __init__(self) -> None:
         self._changed = threading.Condition()
         self._turn: T | None = None
         self._cancel = threading.Event()
         self._held = False
-        self._guard = guard
-        self._pausable_from = guard
 
     @property
     def replying(self) -> bool:
@@ -52,7 +48,7 @@ class TurnState(Generic[T]):
         with self._changed:
             if self._turn is not None or speaker_busy:
                 return False
-            self._turn, self._cancel, self._held, self._pausable_from = turn, cancel, False, self._guard
+            self._turn, self._cancel, self._held = turn, cancel, False
             return True
 
     def finished(self, turn: T) -> None:
@@ -62,11 +58,6 @@ class TurnState(Generic[T]):
                 self._turn, self._held = None, False
             self._changed.notify_all()
 
-    def guarded(self, played: int) -> bool:
-        """Speech now cannot pause the reply: it has just started or gone on."""
-        with self._changed:
-            return played < self._pausable_from
-
     def pause(self) -> T | None:
         """The visitor talks over the reply: its turn if this paused it (None: no reply, or held already)."""
         with self._changed:
@@ -75,11 +66,10 @@ class TurnState(Generic[T]):
             self._held = True
             return self._turn
 
-    def resume(self, played: int) -> T | None:
+    def resume(self) -> T | None:
         """What paused the reply was no question: it goes on (its turn, if one is still going)."""
         with self._changed:
             self._held = False
-            self._pausable_from = played + self._guard
             return self._turn
 
     def cancel(self) -> None:

@@ -41,6 +41,17 @@ BLOCK = SPEECH_RATE // 100  # the module takes 10 ms blocks
 # writes were paced (a sound server takes them in bursts), unless one comes a second late.
 LATE_BLOCK = SPEECH_RATE
 FAR_END_LIMIT = SPEECH_RATE * 10  # far-end samples kept ahead of the microphone (10 s; a sound server may take 2 s at once)
+# AEC3 lets echo through for a moment where the far end is not what it has been following: after a
+# silence (a reply's first 100-150 ms; 24-32 dB over the room's level where a reply's next sentence
+# came 0.43 s late) and after far end it was never given (a block handed too late: 14 ms lost left
+# 32 dB), measured through the echo room (docs/bargein.md). For SETTLE after either, `settling` says
+# so and nothing pauses a reply. Silence is the far end under QUIET_POWER for longer than a reply's own
+# gaps between sentences (100-330 ms in the bundled answers); a loss counts from LOST_GAP (the 2-6 ms
+# a speaker thread loses now and then left no echo to hear: no self-interruption in 90 replies).
+SETTLE = SPEECH_RATE * 300 // 1000
+RETURN_GAP = SPEECH_RATE * 400 // 1000
+LOST_GAP = SPEECH_RATE * 8 // 1000
+QUIET_POWER = 1e-6  # -60 dBFS
 
 
 class EchoCancellerError(OrinAvatarError):
@@ -72,6 +83,8 @@ class EchoCanceller:
         self.near_power = 0.0  # running sums over the frames where the far end played, for ERLE
         self.out_power = 0.0
         self.far_end_s = 0.0  # seconds of playback the module has been given: it converges on the first few
+        self._quiet = RETURN_GAP  # far-end samples in a row under QUIET_POWER, up to the microphone's last processed
+        self._settled_from = 0  # the microphone sample from which AEC3 has had the far end steadily again
 
     def played(self, samples: np.ndarray, fresh: bool, at: float | None = None) -> None:
         """What the speaker was just handed (speaker thread or the card's callback); `fresh`: after the device
@@ -84,6 +97,8 @@ class EchoCanceller:
             start = self._timeline.place(len(audio), self._fresh, at)
             self._fresh = False
             if start < self._processed:  # late: what should already have played is not the far end any more
+                if self._processed - start >= LOST_GAP:
+                    self._settled_from = max(self._settled_from, self._processed + SETTLE)
                 audio, start = audio[self._processed - start:], self._processed
             offset, end = start - self._processed, start - self._processed + len(audio)
             if end > FAR_END_LIMIT:
@@ -108,6 +123,13 @@ class EchoCanceller:
         self._out = out[len(frame):]
         return out[:len(frame)]
 
+    @property
+    def settling(self) -> bool:
+        """The canceller's newest output may still be echo it lets through while it finds the far end
+        again (after a silence, or far end it was not given)."""
+        with self._lock:
+            return self._processed < self._settled_from
+
     def reset_erle(self) -> None:
         """Measure the enhancement from now on."""
         self.near_power = self.out_power = 0.0
@@ -124,6 +146,12 @@ class EchoCanceller:
         with self._lock:
             far, self._far = self._far[:BLOCK], self._far[BLOCK:]
             self._processed += BLOCK
+            if len(far) and np.mean(far ** 2) >= QUIET_POWER:
+                if self._quiet >= RETURN_GAP:
+                    self._settled_from = max(self._settled_from, self._processed - BLOCK + SETTLE)
+                self._quiet = 0
+            else:
+                self._quiet += BLOCK
         return np.pad(far, (0, BLOCK - len(far))) if len(far) and np.any(far) else None
 
     def _process(self, near: np.ndarray, far: np.ndarray | None) -> np.ndarray:
