@@ -34,6 +34,7 @@ setup(
         "tflite2onnx==0.4.1",
         "soxr>=0.3",
         "soundfile>=0.12",
+        "pillow>=10",  # ImageGrab over XCB: the avatar's window process checks the screen shows its frame
         "livekit==1.2.1",  # WebRTC audio processing (AEC3) for barge-in; Apache-2.0
         "tomli>=2.0; python_version < '3.11'",
     ],

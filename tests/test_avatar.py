@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from device.avatar.animator import Avatar, State
+from device.avatar.display import screen_shows
 from device.avatar.mouths import LEAD_S, mouth_at
 from device.avatar.renderer import Colours, Renderer
 from device.bench.render import MAX_LAG_MS, mouth_lag
@@ -116,7 +117,8 @@ def xvfb():
         yield display
 
 
-def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path):
+def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path, monkeypatch):
+    monkeypatch.setenv("DISPLAY", xvfb)
     frame_path = tmp_path / "frame.npy"
     code = (
         "import signal, sys, time, numpy as np\n"
@@ -141,6 +143,7 @@ def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path):
     try:
         assert shower.stdout.readline().strip() == "window"
         expected = np.load(frame_path)
+        screen_before = screen_shows(expected, (0, 0, 640, 360))
         started = time.monotonic()
         deadline = started + 60
         while True:  # until the X server has mapped and painted the window (or the deadline)
@@ -150,6 +153,12 @@ def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path):
             ended = shower.poll() is not None
             if np.array_equal(screen, expected) or time.monotonic() > deadline or ended:
                 break
+        # What the window process checks before it trusts a window (else it makes it again): whether the
+        # screen shows the frame where the window draws it, fitted and centred in the window's image area.
+        checks = [screen_shows(expected, (0, 0, 640, 360)),
+                  screen_shows(expected[:, 80:560], (0, 0, 640, 360)),  # 4:3 in 16:9: bars left and right
+                  screen_shows(expected[:, 80:560], (80, 0, 480, 360)),
+                  screen_shows(expected[:, :480], (0, 0, 640, 360))]  # the wrong part of the frame
     finally:
         shower.terminate()  # closes the window (its process holds our pipes too)
         _, err = shower.communicate(timeout=30)
@@ -157,6 +166,10 @@ def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path):
                                               f"{time.monotonic() - started:.1f} s; the window's process "
                                               f"{'ended with ' + str(shower.returncode) if ended else 'was still showing'} "
                                               f"and said: {err[-2000:]}")
+    assert screen_before is False  # the window's process takes over 0.2 s to its first frame
+    assert checks == [True, True, True, False]
+    monkeypatch.setenv("DISPLAY", ":77")
+    assert screen_shows(expected, (0, 0, 640, 360)) is None
 
 
 def test_bench_render_reports_fps_cpu_and_av_offset():

@@ -2,7 +2,10 @@
 
 Xvfb's -displayfd makes it choose a free display and write its number only once it accepts clients:
 no fixed number to collide with a stale socket or lock left by another run, and no polling for a
-socket file that appears before the server answers.
+socket file that appears before the server answers. -noreset: by default an X server resets when its
+last client leaves, and a client that connects during the reset is refused. A test's screenshot is such
+a client when it comes before the window's process has connected: Qt's connection was then refused in
+2 of 30 starts on a loaded machine ("could not connect to display"; the window's process aborted).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ def x_server(width: int, height: int, *options: str) -> Iterator[tuple[str, subp
     """(":<n>", the server's process) while running; the server is stopped after."""
     read, write = os.pipe()
     server = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", f"{width}x{height}x24",
-                               "-nolisten", "tcp", *options],
+                               "-nolisten", "tcp", "-noreset", *options],
                               pass_fds=(write,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.close(write)
     try:

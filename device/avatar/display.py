@@ -20,12 +20,16 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from PIL import ImageGrab
 
 from device.audio_file import write_wav
 
 log = logging.getLogger(__name__)
 WINDOW = "orin-avatar"
 EXPOSE_PUMPS = 40  # about 200 ms of Qt's events after the window is made, before its first frame
+PAINT_CHECK_FRAMES = 15  # frames shown (0.5 s at 30 fps) before the screen is checked for the last one
+WINDOW_ATTEMPTS = 5  # windows made before one left unpainted is kept (each start misses about one in four under load)
+PAINTED_TOLERANCE = 8.0  # mean absolute difference (of 255) allowed between the screen and the frame: scaling, a frame's lag
 
 
 def x_display_reachable(display: str | None = None) -> bool:
@@ -103,25 +107,70 @@ class WindowSink:
 
 
 def _draw_window(name: str, shape: tuple[int, int, int], ready) -> None:
-    """The window process: show each frame the daemon puts in the shared memory."""
+    """The window process: show each frame the daemon puts in the shared memory, in a window the
+    screen is seen to show (made again when it is not)."""
     # A spawned child shares its parent's resource tracker, so attaching registers nothing new and the
     # parent's unlink is the one unregister (unregistering here too made the tracker print a KeyError).
     frame = shared_memory.SharedMemory(name=name)
+    pixels = np.ndarray(shape, np.uint8, frame.buf)
+    for attempt in range(1, WINDOW_ATTEMPTS + 1):
+        _open_window(shape)
+        _show_frames(pixels, ready, PAINT_CHECK_FRAMES)
+        for _ in range(EXPOSE_PUMPS // 4):  # let Qt paint the last one
+            cv2.waitKey(5)
+        # The daemon may have put a newer frame there since: one frame's change is within the tolerance.
+        if screen_shows(pixels.copy(), cv2.getWindowImageRect(WINDOW)) is not False:
+            break
+        if attempt == WINDOW_ATTEMPTS:
+            log.error("the avatar's window is still unpainted after %d attempts; it stays as it is", attempt)
+            break
+        log.warning("the avatar's window was not painted after %d frames (Qt missed the X server's map event); "
+                    "making it again (attempt %d of %d)", PAINT_CHECK_FRAMES, attempt + 1, WINDOW_ATTEMPTS)
+        cv2.destroyWindow(WINDOW)
+    while True:
+        _show_frames(pixels, ready, 1)
+
+
+def _open_window(shape: tuple[int, int, int]) -> None:
     cv2.namedWindow(WINDOW, cv2.WINDOW_NORMAL | cv2.WINDOW_GUI_NORMAL)
     cv2.moveWindow(WINDOW, 0, 0)
     cv2.resizeWindow(WINDOW, shape[1], shape[0])
     cv2.setWindowProperty(WINDOW, cv2.WND_PROP_FULLSCREEN, cv2.WINDOW_FULLSCREEN)
-    # Let Qt map and expose the window before its first frame: drawn sooner, it stayed black for good
-    # in 15-30% of starts on a loaded 2-core machine under Xvfb (the window viewable, nothing painted;
-    # the symptom of opencv-python issues 356 and 362), and in none of 36 after this.
+    # Let Qt map and expose the window before its first frame: drawn sooner, it stayed black in 15-30%
+    # of starts on a loaded 2-core machine under Xvfb. That lowers the odds but does not end them: in
+    # about one start in four with both cores busy, Qt never sees the window's MapNotify (its
+    # qt.qpa.events log skips it), so it never counts the window as exposed and never paints it,
+    # although the X server shows it viewable (opencv-python issues 356 and 362 look the same).
     for _ in range(EXPOSE_PUMPS):
         cv2.waitKey(5)
-    pixels = np.ndarray(shape, np.uint8, frame.buf)
-    while True:
+
+
+def _show_frames(pixels: np.ndarray, ready, count: int) -> None:
+    """Show the next `count` frames the daemon hands over."""
+    while count > 0:
         if ready.wait(0.1):
             ready.clear()
             cv2.imshow(WINDOW, pixels)
+            count -= 1
         cv2.waitKey(1)
+
+
+def screen_shows(frame: np.ndarray, rect: tuple[int, int, int, int]) -> bool | None:
+    """Whether the X screen shows `frame` where the window draws it: `rect` (x, y, width, height) is the
+    window's image area, where OpenCV fits the frame keeping its aspect ratio, centred. None when the
+    screen cannot be read (Pillow without XCB, no X server)."""
+    x, y, width, height = rect
+    scale = min(width / frame.shape[1], height / frame.shape[0])
+    fitted_w, fitted_h = round(frame.shape[1] * scale), round(frame.shape[0] * scale)
+    left, top = x + (width - fitted_w) // 2, y + (height - fitted_h) // 2
+    try:
+        grabbed = ImageGrab.grab(bbox=(left, top, left + fitted_w, top + fitted_h), xdisplay=os.environ.get("DISPLAY", ""))
+    except OSError as error:
+        log.info("cannot read the screen to check the avatar's window (%s)", error)
+        return None
+    screen = cv2.cvtColor(np.asarray(grabbed.convert("RGB")), cv2.COLOR_RGB2BGR)
+    screen = cv2.resize(screen, (frame.shape[1], frame.shape[0]), interpolation=cv2.INTER_AREA)
+    return float(np.mean(cv2.absdiff(screen, frame))) <= PAINTED_TOLERANCE
 
 
 class VideoFileSink:
