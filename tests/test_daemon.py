@@ -347,3 +347,53 @@ def test_a_recorded_visit_from_a_microphone_array_is_heard_through_its_beam(stor
     refused = run_cli("--store", str(store.root), "--config", str(config), "run", "--mic", str(mic),
                       env={"ORIN_AVATAR_HOME": str(tmp_path / "home2")})
     assert refused.returncode == 2 and "has 4 channels; [audio] array_channels [1, 2, 3, 4]" in refused.stderr
+
+
+def test_the_avatar_is_shown_when_the_kiosks_x_server_starts_late_and_again_after_it_restarts(store, tmp_path, daemons, monkeypatch):
+    """The daemon started before the kiosk's X server, which later restarts under it (a display manager,
+    a crash): the avatar is shown once the server answers, the window is lost with it, the conversation
+    goes on, and the avatar is shown again on the new server, on the same display."""
+    from device.service.daemon import DISPLAY_LOOK_AGAIN_S
+    from device.settings import load_settings
+    from tests.x_server import x_server
+
+    def shown(value: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while daemon.status()["devices"]["display"] != value:
+            assert time.monotonic() < deadline, f"the display never became {value!r}: {daemon.status()['devices']}"
+            daemon.receive(time.monotonic() + 0.2)
+
+    def on_background(display: str) -> float:
+        """Until the server shows the avatar on its background: the share of the screen that is."""
+        deadline = time.monotonic() + 30
+        while True:
+            shot = subprocess.run(["import", "-display", display, "-window", "root", "-depth", "8", "rgb:-"], capture_output=True, timeout=30)
+            assert shot.returncode == 0, shot.stderr
+            screen = np.frombuffer(shot.stdout, np.uint8).reshape(240, 320, 3).astype(int)
+            share = float(np.mean(np.abs(screen - background).max(-1) <= 12))
+            if share > 0.3 or time.monotonic() > deadline:
+                return share
+            time.sleep(0.2)
+
+    config = tmp_path / "orin-avatar.toml"
+    config.write_text('[avatar]\ndisplay = "window"\nwidth = 320\nheight = 240\n')
+    background = np.array([int(load_settings().avatar.background[i:i + 2], 16) for i in (1, 3, 5)])  # "#rrggbb"
+    with x_server(320, 240) as (display, _):
+        pass  # a display number free on this machine
+    monkeypatch.setenv("DISPLAY", display)
+    monkeypatch.setenv("QT_QPA_PLATFORM", "xcb")
+    daemon = Daemon(tmp_path, store, _visit(tmp_path / "visit.wav", [3.0]), config)
+    daemons.append(daemon)
+    daemon.wait_for("READY=1", 60)
+    shown("null", 20)
+    for start in ("late", "again"):
+        with x_server(320, 240, display=display) as (answered, server):
+            assert answered == display
+            shown("window", DISPLAY_LOOK_AGAIN_S + 20)
+            assert on_background(display) > 0.3, f"the avatar is not on the screen once the X server started {start}"
+            if start == "late":
+                server.terminate()
+                server.wait(timeout=10)
+                shown("lost", 20)
+    code, _, stderr = daemon.stop()
+    assert code == 0 and stderr.count("an X display answers") == 2, stderr[-3000:]

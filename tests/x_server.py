@@ -18,10 +18,11 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def x_server(width: int, height: int, *options: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """(":<n>", the server's process) while running; the server is stopped after."""
+def x_server(width: int, height: int, *options: str, display: str = "") -> Iterator[tuple[str, subprocess.Popen]]:
+    """(":<n>", the server's process) while running; the server is stopped after. `display` (":<n>")
+    asks for that display, as an X server restarted on a kiosk comes back on its old one."""
     read, write = os.pipe()
-    server = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", f"{width}x{height}x24",
+    server = subprocess.Popen(["Xvfb", *([display] if display else []), "-displayfd", str(write), "-screen", "0", f"{width}x{height}x24",
                                "-nolisten", "tcp", "-noreset", *options],
                               pass_fds=(write,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     os.close(write)

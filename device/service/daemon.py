@@ -29,7 +29,7 @@ from engines.store.model_store import state_home
 from device.app import App
 from device.audio_file import read_audio, read_channels
 from device.avatar.animator import Avatar, State
-from device.avatar.display import NullSink, open_display
+from device.avatar.display import NullSink, open_display, x_display_reachable
 from device.avatar.renderer import Colours, Renderer
 from device.avatar.styles import Style, open_style
 from device.conversation.report import turn_report
@@ -53,6 +53,8 @@ from device.vision.perception import Perception
 log = logging.getLogger(__name__)
 STAGE_DEADLINE_S = 5.0  # a worker silent for longer is hung
 DEFAULT_WATCHDOG_S = 5.0  # ping interval when the watchdog is on but WATCHDOG_USEC is missing
+DISPLAY_LOOK_AGAIN_S = 5.0  # a window display that is lost, or found no X server, looks for one this often
+DISPLAY_LOOK_AGAIN_MAX_S = 300.0  # ... doubling while windows opened again are lost within a minute
 TRIM_EVERY_S = 30.0  # freed heap goes back to the system this often, when the conversation is idle
 
 
@@ -232,14 +234,15 @@ class Daemon:
     def _display_loop(self, settings, avatar: Avatar) -> None:
         """The main thread: the avatar at its frame rate (OpenCV windows belong to the main thread),
         and reloads. The avatar is changed here only: the other threads send it messages. A display
-        that fails is dropped; the conversation goes on."""
-        sink = open_display(settings.display, settings.width, settings.height, settings.fps,
-                            path=state_home() / "avatar.mp4" if settings.display == "file" else None)
-        self.display = sink.name
+        that fails is dropped; the conversation goes on, and a window display comes back when its X
+        server does (a kiosk's X restarted, or started after the daemon)."""
+        sink = self._open_display(settings)
         renderer = self._style(settings) if sink.name != "null" else None
         started, period = time.monotonic(), 1 / settings.fps
+        opened_at, reopened = started, 0  # reopened: windows opened again that were lost within a minute
+        look_again_at = started + DISPLAY_LOOK_AGAIN_S
         beat = self.heartbeats.register("display", STAGE_DEADLINE_S)  # a hung display or reload stops the watchdog
-        while not self.stop.wait(period if renderer else 0.2):
+        while not self.stop.wait(period if sink.name != "null" else 0.2):
             beat()
             if self.reload.is_set():
                 self.reload.clear()
@@ -247,10 +250,25 @@ class Daemon:
             self._deliver(avatar)
             if avatar.state == State.SPEAKING and not self.speaker.busy:
                 avatar.silence()
-            if renderer is not None and not sink.show(renderer.render(avatar.pose(time.monotonic() - started))):
+            now = time.monotonic()
+            if sink.name == "null" and settings.display == "window" and now >= look_again_at and x_display_reachable():
+                log.warning("an X display answers at DISPLAY=%r now: showing the avatar", os.environ.get("DISPLAY", ""))
+                sink, opened_at = self._open_display(settings), now
+                renderer = renderer or self._style(settings)
+            if sink.name != "null" and not sink.show(renderer.render(avatar.pose(now - started))):
                 sink.close()
-                sink, renderer, self.display = NullSink(), None, "lost"
+                sink, self.display = NullSink(), "lost"
+                reopened = reopened + 1 if now - opened_at < 60 else 0  # a window that keeps failing is tried less often
+                look_again_at = now + min(DISPLAY_LOOK_AGAIN_S * 2 ** reopened, DISPLAY_LOOK_AGAIN_MAX_S)
+            elif sink.name == "null" and now >= look_again_at:
+                look_again_at = now + DISPLAY_LOOK_AGAIN_S
         sink.close()
+
+    def _open_display(self, settings):
+        sink = open_display(settings.display, settings.width, settings.height, settings.fps,
+                            path=state_home() / "avatar.mp4" if settings.display == "file" else None)
+        self.display = sink.name
+        return sink
 
     def _trim_memory(self, conversation: Conversation) -> None:
         """Return freed heap to the system now and then, on a thread of its own (a trim of a fragmented
