@@ -29,12 +29,15 @@ class SoundOnset:
 
     def push(self, blocks: list[tuple[float, float]], judged: bool = True) -> bool:
         """`blocks`: (level, room level) of a frame's 10 ms blocks (`ReplyRoom.hear`); True if a run of
-        RUN_BLOCKS blocks `margin_db` over the room was reached in them, or is still going on the first
-        frame `judged` again (a visitor who starts while the canceller settles is heard once it has)."""
+        RUN_BLOCKS blocks `margin_db` over the room was reached in them. A run that is loud in a frame
+        not `judged` (the canceller settling) is never told, however long it goes on: it is taken for
+        echo the canceller let through. Told when it went on past the settling, such a run paused a
+        reply 0.32 s into it through the echo room at +6 dB (the daemon's test in CI); a visitor who
+        starts then is heard by the VAD's speech once the canceller has settled."""
         for level, room in blocks:
             loud = level > room + self.margin_db
-            self._run, self._told = (self._run + 1, self._told) if loud else (0, False)
-        if self._run < RUN_BLOCKS or self._told or not judged:
+            self._run, self._told = (self._run + 1, self._told or not judged) if loud else (0, False)
+        if self._run < RUN_BLOCKS or self._told:
             return False
         self._told = True
         return True
