@@ -19,7 +19,7 @@ from device.bench.render import MAX_LAG_MS, mouth_lag
 from device.conversation.visemes import spoken_with_visemes, viseme_timeline
 from device.settings import load_settings
 from tests.conftest import REPO, run_cli
-from tests.x_server import x_server
+from tests.x_server import screenshot, x_server
 
 
 @pytest.fixture(scope="module")
@@ -147,9 +147,7 @@ def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path, monk
         started = time.monotonic()
         deadline = started + 60
         while True:  # until the X server has mapped and painted the window (or the deadline)
-            shot = subprocess.run(["import", "-display", xvfb, "-window", "root", "-depth", "8", "rgb:-"], capture_output=True, timeout=30)
-            assert shot.returncode == 0, shot.stderr
-            screen = np.frombuffer(shot.stdout, np.uint8).reshape(360, 640, 3)[:, :, ::-1]
+            screen = screenshot(xvfb, 640, 360)[:, :, ::-1]
             ended = shower.poll() is not None
             if np.array_equal(screen, expected) or time.monotonic() > deadline or ended:
                 break

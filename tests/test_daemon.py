@@ -355,7 +355,7 @@ def test_the_avatar_is_shown_when_the_kiosks_x_server_starts_late_and_again_afte
     goes on, and the avatar is shown again on the new server, on the same display."""
     from device.service.daemon import DISPLAY_LOOK_AGAIN_S
     from device.settings import load_settings
-    from tests.x_server import x_server
+    from tests.x_server import screenshot, x_server
 
     def shown(value: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -367,9 +367,7 @@ def test_the_avatar_is_shown_when_the_kiosks_x_server_starts_late_and_again_afte
         """Until the server shows the avatar on its background: the share of the screen that is."""
         deadline = time.monotonic() + 30
         while True:
-            shot = subprocess.run(["import", "-display", display, "-window", "root", "-depth", "8", "rgb:-"], capture_output=True, timeout=30)
-            assert shot.returncode == 0, shot.stderr
-            screen = np.frombuffer(shot.stdout, np.uint8).reshape(240, 320, 3).astype(int)
+            screen = screenshot(display, 320, 240).astype(int)
             share = float(np.mean(np.abs(screen - background).max(-1) <= 12))
             if share > 0.3 or time.monotonic() > deadline:
                 return share

@@ -16,6 +16,8 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
+
 
 @contextmanager
 def x_server(width: int, height: int, *options: str, display: str = "") -> Iterator[tuple[str, subprocess.Popen]]:
@@ -40,3 +42,10 @@ def x_server(width: int, height: int, *options: str, display: str = "") -> Itera
         if server.poll() is None:
             server.terminate()
         server.wait(timeout=10)
+
+
+def screenshot(display: str, width: int, height: int) -> np.ndarray:
+    """The whole screen of `display`, RGB, as ImageMagick's `import` reads it from the server."""
+    shot = subprocess.run(["import", "-display", display, "-window", "root", "-depth", "8", "rgb:-"], capture_output=True, timeout=30)
+    assert shot.returncode == 0, shot.stderr
+    return np.frombuffer(shot.stdout, np.uint8).reshape(height, width, 3)

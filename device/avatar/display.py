@@ -116,8 +116,7 @@ def _draw_window(name: str, shape: tuple[int, int, int], ready) -> None:
     for attempt in range(1, WINDOW_ATTEMPTS + 1):
         _open_window(shape)
         _show_frames(pixels, ready, PAINT_CHECK_FRAMES)
-        for _ in range(EXPOSE_PUMPS // 4):  # let Qt paint the last one
-            cv2.waitKey(5)
+        _pump(EXPOSE_PUMPS // 4)  # let Qt paint the last one
         # The daemon may have put a newer frame there since: one frame's change is within the tolerance.
         if screen_shows(pixels.copy(), cv2.getWindowImageRect(WINDOW)) is not False:
             break
@@ -141,7 +140,12 @@ def _open_window(shape: tuple[int, int, int]) -> None:
     # about one start in four with both cores busy, Qt never sees the window's MapNotify (its
     # qt.qpa.events log skips it), so it never counts the window as exposed and never paints it,
     # although the X server shows it viewable (opencv-python issues 356 and 362 look the same).
-    for _ in range(EXPOSE_PUMPS):
+    _pump(EXPOSE_PUMPS)
+
+
+def _pump(count: int) -> None:
+    """Let Qt handle its events for `count` times 5 ms."""
+    for _ in range(count):
         cv2.waitKey(5)
 
 

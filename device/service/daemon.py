@@ -251,17 +251,17 @@ class Daemon:
             if avatar.state == State.SPEAKING and not self.speaker.busy:
                 avatar.silence()
             now = time.monotonic()
-            if sink.name == "null" and settings.display == "window" and now >= look_again_at and x_display_reachable():
-                log.warning("an X display answers at DISPLAY=%r now: showing the avatar", os.environ.get("DISPLAY", ""))
-                sink, opened_at = self._open_display(settings), now
-                renderer = renderer or self._style(settings)
+            if sink.name == "null" and settings.display == "window" and now >= look_again_at:
+                look_again_at = now + DISPLAY_LOOK_AGAIN_S
+                if x_display_reachable():
+                    log.warning("an X display answers at DISPLAY=%r now: showing the avatar", os.environ.get("DISPLAY", ""))
+                    sink, opened_at = self._open_display(settings), now
+                    renderer = renderer or self._style(settings)
             if sink.name != "null" and not sink.show(renderer.render(avatar.pose(now - started))):
                 sink.close()
                 sink, self.display = NullSink(), "lost"
                 reopened = reopened + 1 if now - opened_at < 60 else 0  # a window that keeps failing is tried less often
                 look_again_at = now + min(DISPLAY_LOOK_AGAIN_S * 2 ** reopened, DISPLAY_LOOK_AGAIN_MAX_S)
-            elif sink.name == "null" and now >= look_again_at:
-                look_again_at = now + DISPLAY_LOOK_AGAIN_S
         sink.close()
 
     def _open_display(self, settings):
