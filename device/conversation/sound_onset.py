@@ -30,11 +30,11 @@ class SoundOnset:
     def push(self, blocks: list[tuple[float, float]], judged: bool = True) -> bool:
         """`blocks`: (level, room level) of a frame's 10 ms blocks (`ReplyRoom.hear`); True if a run of
         RUN_BLOCKS blocks `margin_db` over the room was reached in them, even one that ended within them
-        (a visitor's first syllable through the canceller in double talk is often only 30-40 ms long). A run that is loud in a frame
-        not `judged` (the canceller settling) is never told, however long it goes on: it is taken for
-        echo the canceller let through. Told when it went on past the settling, such a run paused a
-        reply 0.32 s into it through the echo room at +6 dB (the daemon's test in CI); a visitor who
-        starts then is heard by the VAD's speech once the canceller has settled."""
+        (through the canceller in double talk a visitor's first syllable is often only 30-50 ms loud).
+        A run that is loud in a frame not `judged` (the canceller settling) is never told, however long
+        it goes on: it is taken for echo the canceller let through. Told when it went on past the
+        settling, such a run paused a reply 0.32 s into it through the echo room at +6 dB (the daemon's
+        test in CI); a visitor who starts then is heard by the VAD's speech once the canceller has settled."""
         started = False
         for level, room in blocks:
             loud = level > room + self.margin_db
