@@ -122,6 +122,7 @@ class _EchoRun:
         reference = self.conversation.speech.audio_of(dialogue.intents[questions[1].intent].answer)
         path = EchoPath(echo_db=level, delay_ms=round(rng.uniform(5, 60)), seed=rng.randrange(1000))
         self.room = EchoRoom(path, visitor, reference, self.speaker.sample_rate)
+        self.speaker.card = self.room.play
         self.plays: list[tuple[float, int, int]] = []  # per block: when, microphone sample heard until, position then
         self.speaker.taps.append(self._played)
         self.clock = MicrophoneClock(realtime=True)
@@ -141,13 +142,13 @@ class _EchoRun:
         return self.speaker
 
     def _played(self, samples: np.ndarray, fresh: bool, at: float | None) -> None:
-        self.room.play(samples)
         self.plays.append((time.monotonic(), self.room.heard_until, self.room.position))
 
     def feed(self, audio: np.ndarray) -> None:
         for start in range(0, len(audio) - FRAME + 1, FRAME):
             self.clock.wait()
-            self.conversation.feed(self.room.capture(audio[start:start + FRAME]))
+            frame = self.room.capture(audio[start:start + FRAME])
+            self.conversation.feed(frame, self.room.captured_at)
 
     def silence_until(self, done: Callable[[], bool], timeout: float = WAIT_S) -> bool:
         deadline = time.monotonic() + timeout

@@ -103,8 +103,10 @@ class FileMicrophone:
                 sound = self.audio[:, position:position + FRAME] if position + FRAME <= length else silence
                 position += FRAME
             clock.wait()
-            if self._beam is None:
-                conversation.feed(self.room.capture(sound[0]) if self.room is not None else sound[0])
+            if self.room is not None:  # the room is the sound card: it says when the frame was taken
+                conversation.feed(self.room.capture(sound[0]), self.room.captured_at)
+            elif self._beam is None:
+                conversation.feed(sound[0])
             else:  # the beam gives a frame for a frame, a hop late
                 frame = self._beam.process(sound)
                 conversation.feed(frame, None, self._beam.frame_on_axis_db())
@@ -216,7 +218,7 @@ class Daemon:
         visit's speech and the greeting's."""
         greeting = conversation.dialogue.intents["greeting"].answer
         room = EchoRoom(self.options.echo, active_rms(visitor), conversation.speech.audio_of(greeting), self.speaker.sample_rate)
-        self.speaker.taps.append(room.play)
+        self.speaker.card = room.play
         log.info("replies reach the microphone through an echo room: %s", self.options.echo)
         return room
 

@@ -25,11 +25,12 @@ from engines.model_specs import SPEECH_RATE
 
 from device.audio_file import resample
 from device.sound.playback_timeline import PlaybackTimeline, far_end_resampler
+from device.sound.speakers import CARD_BUFFER_S
 
 ACTIVE_DB = -40.0  # 10 ms blocks above this level (dBFS) count as speech when levels are measured
 # The sound card's buffer: what the speaker is handed is heard this much later at least, on top of
 # the path's delay (a 2-period ALSA/PulseAudio output at 20 ms periods).
-DEVICE_BUFFER_MS = 40.0
+DEVICE_BUFFER_MS = CARD_BUFFER_S * 1000
 # The microphone's gain on the mix: recorded visits peak at -6 dBFS, and an echo 12 dB over them would
 # clip; a kiosk's microphone gain is set for its own loud speaker, so the visitor is quieter than that.
 MIC_GAIN = 10 ** (-12 / 20)
@@ -102,7 +103,13 @@ class EchoRoom:
         self._gain = visitor_rms * 10 ** (path.echo_db / 20) / active_rms(reference)
         self._lock = threading.Lock()
         self._echo = np.zeros(0, np.float32)  # echo still to be heard, from microphone sample `position` on
-        self._timeline = PlaybackTimeline(int((DEVICE_BUFFER_MS + path.delay_ms) * SPEECH_RATE / 1000), clock=clock)
+        self._path_delay = int(path.delay_ms * SPEECH_RATE / 1000)
+        self._timeline = PlaybackTimeline(int(DEVICE_BUFFER_MS * SPEECH_RATE / 1000) + self._path_delay, clock=clock)
+        # The room's clock, which its device times are on: seconds of microphone samples. Like a sound
+        # card's, it tells the echo canceller where each block plays (`play`) and when each frame was
+        # taken, so the far end goes where its echo is, not where the speaker's and the microphone's
+        # threads, each late in its own way under load, make it seem (docs/bargein.md).
+        self.captured_at = 0.0
         self._resampler = far_end_resampler(speaker_rate)
 
     @property
@@ -120,26 +127,31 @@ class EchoRoom:
         clipped = np.clip(audio, -self.path.clip, self.path.clip)
         return np.convolve(clipped, self._response).astype(np.float32)
 
-    def play(self, samples: np.ndarray, fresh: bool = False, at: float | None = None) -> None:
-        """Samples handed to the speaker now (at its rate), heard where the timeline puts them. The room is
-        the sound card here: it runs dry by the clock, whatever the speaker thinks, and has no device clock
-        (`fresh` and `at`, a speaker tap's other arguments, are not used)."""
+    def play(self, samples: np.ndarray) -> float | None:
+        """Samples handed to the speaker now (at its rate), heard where the timeline puts them: the room is
+        the sound card here, which runs dry by the clock, whatever the speaker thinks. Returns the block's
+        DAC time on the room's clock (`captured_at`'s), as a card's callback gives it (None: too short to
+        come out of the resampler yet)."""
         audio = self._resampler.resample_chunk(samples.astype(np.float32))
         if not len(audio):
-            return
+            return None
         echo = self._through_room(audio) * self._gain
         with self._lock:
-            start = self._timeline.place(len(audio)) - self._timeline.captured
+            heard_from = self._timeline.place(len(audio))
+            start = heard_from - self._timeline.captured
             end = start + len(echo)
             if len(self._echo) < end:
                 self._echo = np.concatenate([self._echo, np.zeros(end - len(self._echo), np.float32)])
             self._echo[start:end] += echo
+        return (heard_from - self._path_delay) / SPEECH_RATE
 
     def capture(self, visitor: np.ndarray) -> np.ndarray:
-        """The microphone's next frame: the visitor's samples plus the echo due now."""
+        """The microphone's next frame: the visitor's samples plus the echo due now. Its first sample's ADC
+        time is then `captured_at`."""
         count = len(visitor)
         with self._lock:
             echo = np.pad(self._echo[:count], (0, max(0, count - len(self._echo))))
             self._echo = self._echo[count:]
+            self.captured_at = self._timeline.captured / SPEECH_RATE
             self._timeline.capture(count)
         return ((visitor + echo) * MIC_GAIN).astype(np.float32)

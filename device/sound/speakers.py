@@ -21,6 +21,7 @@ from device.messages import ReplyChunk
 
 BLOCK_SECONDS = 0.02  # playback granularity: how soon a stop or a hold takes effect
 FADE_SECONDS = 0.01  # a hold fades out over this long
+CARD_BUFFER_S = 0.04  # a paced speaker's card buffer: two 20 ms periods (ALSA's, PulseAudio's)
 
 
 def fade_of(samples: np.ndarray, sample_rate: int) -> np.ndarray:
@@ -160,23 +161,37 @@ class Speaker:
 
 class RecordingSpeaker(Speaker):
     """Keeps what it plays (for the demo's files and for tests); `realtime` paces it like a
-    sound card so the playback clock advances as it would on the robot."""
+    sound card so the playback clock advances as it would on the robot. A `card` (the echo room)
+    plays each block and says when, on the microphone's clock, as a real card's callback does: the
+    taps get that DAC time."""
 
     def __init__(self, sample_rate: int, realtime: bool = False) -> None:
         self.realtime = realtime
         self.recorded: list[np.ndarray] = []
+        self.card: Callable[[np.ndarray], float | None] | None = None
         self._next = 0.0
         super().__init__(sample_rate)
+
+    def _hand(self, samples: np.ndarray, fresh: bool) -> None:
+        if self.card is None:
+            super()._hand(samples, fresh)
+            return
+        at = self.card(samples)
+        for tap in self.taps:
+            tap(samples, fresh, at)
+        self._write(samples)
 
     def _write(self, samples: np.ndarray) -> None:
         self.recorded.append(samples)
 
     def _wait_for_device(self, count: int) -> None:
         """Block as a sound card taking `count` samples would (when `realtime`): until the samples
-        before them have been taken."""
+        before them have been taken. A writer that came late catches up, as a blocking write into a
+        card's buffer returns at once while the buffer has room, unless it came so late that the
+        card ran dry (CARD_BUFFER_S): then it starts afresh."""
         if self.realtime:
             now = time.monotonic()
-            self._next = max(self._next, now) + count / self.sample_rate
+            self._next = (now if now - self._next > CARD_BUFFER_S else self._next) + count / self.sample_rate
             time.sleep(max(0.0, self._next - now - count / self.sample_rate))
 
     def take(self) -> np.ndarray:
