@@ -218,7 +218,7 @@ def test_a_visitor_over_a_reply_is_a_sound_onset_before_the_vad_hears_speech_and
     assert sounded < heard
 
 
-def test_a_sound_is_told_once_per_run_and_never_when_it_was_going_while_the_canceller_settled():
+def test_a_sound_is_told_once_per_run_even_ending_within_a_frame_and_never_when_it_was_going_while_the_canceller_settled():
     onset = SoundOnset(15.0)
     loud, quiet = (-30.0, -60.0), (-58.0, -60.0)
     assert not onset.push([loud, loud]) and onset.push([loud])  # the third loud block in a row
@@ -227,6 +227,7 @@ def test_a_sound_is_told_once_per_run_and_never_when_it_was_going_while_the_canc
     assert not onset.push([loud, loud, loud], judged=True)  # still going once judged again: echo let through
     assert not onset.push([quiet, loud], judged=False) and not onset.push([loud, loud])  # loud in the settling's last frame
     assert not onset.push([loud, quiet, loud, loud]) and onset.push([loud])  # a gap ends a run; a new one is told
+    assert onset.push([quiet, loud, loud, loud, quiet])  # a run that ends within the frame is told too
 
 
 def test_a_halls_talk_does_not_pause_replies_and_a_visitor_louder_than_it_does(store, tts, text_encoder, vad):

@@ -29,18 +29,18 @@ class SoundOnset:
 
     def push(self, blocks: list[tuple[float, float]], judged: bool = True) -> bool:
         """`blocks`: (level, room level) of a frame's 10 ms blocks (`ReplyRoom.hear`); True if a run of
-        RUN_BLOCKS blocks `margin_db` over the room was reached in them and still goes on at their end
-        (a run that ends within the frame is not told: told in the block it reaches RUN_BLOCKS, replies
-        were paused sooner but the daemon's echo-room test paused its first reply on its own echo in CI;
-        docs/bargein.md). A run that is loud in a frame
-        not `judged` (the canceller settling) is never told, however long it goes on: it is taken for
-        echo the canceller let through. Told when it went on past the settling, such a run paused a
-        reply 0.32 s into it through the echo room at +6 dB (the daemon's test in CI); a visitor who
-        starts then is heard by the VAD's speech once the canceller has settled."""
+        RUN_BLOCKS blocks `margin_db` over the room was reached in them, even one that ended within them
+        (through the canceller in double talk a visitor's first syllable is often only 30-50 ms loud; the
+        daemon's echo-room test that failed with this in CI did so on a simulated far end off its echo,
+        since fixed: docs/bargein.md, "The echo room as the sound card").
+        A run that is loud in a frame not `judged` (the canceller settling) is never told, however long
+        it goes on: it is taken for echo the canceller let through. Told when it went on past the
+        settling, such a run paused a reply 0.32 s into it through the echo room at +6 dB (the daemon's
+        test in CI); a visitor who starts then is heard by the VAD's speech once the canceller has settled."""
+        started = False
         for level, room in blocks:
             loud = level > room + self.margin_db
             self._run, self._told = (self._run + 1, self._told or not judged) if loud else (0, False)
-        if self._run < RUN_BLOCKS or self._told:
-            return False
-        self._told = True
-        return True
+            if self._run >= RUN_BLOCKS and not self._told:  # judged per block: a short run may end within the frame
+                started = self._told = True
+        return started
