@@ -12,9 +12,10 @@ them; where a playback starts is known one of two ways:
 - else by when it was handed: at the sample the microphone is taking then (its last frame's position
   plus the time since) plus `latency`, if the card had run dry, else right after the block before it
   (a block up to `slack` late included).
-The echo canceller (where its far end goes) and the echo room (where its echo goes) place blocks this
-way, so from one reply to the next the far end leads its echo by the same time, which AEC3 finds once
-and keeps.
+The echo canceller places its far end this way, so from one reply to the next the far end leads its
+echo by the same time, which AEC3 finds once and keeps. The echo room (the sound card of tests and
+replayed visits) places its echo by when blocks were handed, and gives the canceller each block's
+DAC time and each frame's ADC time, as a real card does.
 """
 
 from __future__ import annotations

@@ -142,9 +142,14 @@ class Speaker:
 
     def _hand(self, samples: np.ndarray, fresh: bool) -> None:
         """Taps first, then the device."""
+        at = self._dac_time(samples)
         for tap in self.taps:
-            tap(samples, fresh, None)
+            tap(samples, fresh, at)
         self._write(samples)
+
+    def _dac_time(self, samples: np.ndarray) -> float | None:
+        """When the device plays `samples`, on its clock, if it says (taps get it)."""
+        return None
 
     def _finished_chunk(self, last: bool) -> None:
         """After a chunk played to its end (devices add trailing silence after the last)."""
@@ -172,14 +177,9 @@ class RecordingSpeaker(Speaker):
         self._next = 0.0
         super().__init__(sample_rate)
 
-    def _hand(self, samples: np.ndarray, fresh: bool) -> None:
-        if self.card is None:
-            super()._hand(samples, fresh)
-            return
-        at = self.card(samples)
-        for tap in self.taps:
-            tap(samples, fresh, at)
-        self._write(samples)
+    def _dac_time(self, samples: np.ndarray) -> float | None:
+        """The card (if any) plays them, and says when."""
+        return self.card(samples) if self.card is not None else None
 
     def _write(self, samples: np.ndarray) -> None:
         self.recorded.append(samples)
