@@ -51,7 +51,7 @@ def test_capture_through_pyaudio_delivers_16khz_frames_and_counts_overflows(alsa
         "stop = threading.Event(); frames = []\n"
         "for frame in mic.frames(stop):\n"
         "    frames.append(frame)\n"
-        "    if len(frames) >= 40: stop.set()\n"
+        "    if len(frames) >= 128: stop.set()\n"
         "mic.close()\n"
         "print(mic.rate, mic.channels, mic.overflows, len(frames), set(len(f) for f in frames), float(np.abs(np.concatenate(frames)).max()))\n"
     )
@@ -59,7 +59,7 @@ def test_capture_through_pyaudio_delivers_16khz_frames_and_counts_overflows(alsa
     assert result.returncode == 0, result.stderr[-2000:]
     rate_seen, channels, overflows, count, sizes, peak = result.stdout.split(maxsplit=5)
     assert int(rate_seen) == rate and int(channels) == 2
-    assert int(count) >= 40 and sizes.strip() == "{512}"
+    assert int(count) >= 128 and sizes.strip() == "{160}"  # 10 ms blocks, as the card's periods
     assert int(overflows) > 0  # counted, never blocking the callback
 
 
@@ -202,7 +202,7 @@ def test_captured_frames_equal_the_input_at_real_time_pace(pulse, tmp_path):
         "from device.sound.devices import Microphone\n"
         "mic = Microphone('default')\n"
         "started = time.monotonic()\n"
-        + _capture_while_playing("robot", "--rate=44100 --channels=2", source, 200) +
+        + _capture_while_playing("robot", "--rate=44100 --channels=2", source, 640) +
         f"np.save({str(tmp_path / 'captured.npy')!r}, np.concatenate(frames))\n"
         "print(mic.overflows, round(time.monotonic() - started, 2))\n"
     )
@@ -231,7 +231,7 @@ def test_captured_frames_equal_the_input_at_real_time_pace(pulse, tmp_path):
 
 def _capture_while_playing(sink: str, pacat_format: str, source: Path, count: int, indent: str = "") -> str:
     """Child code: `source` (raw s16le) played into `sink` by pacat while `mic` captures `count`
-    frames into `frames` (and each frame's `on_axis_db` into `on_axis`); then both closed."""
+    blocks (frames, with an array) into `frames` (and each one's `on_axis_db` into `on_axis`); then both closed."""
     player = ["pacat", "--playback", "-d", sink, "--latency-msec=100", "--format=s16le", *pacat_format.split(), str(source)]
     lines = [f"player = subprocess.Popen({player!r})", "stop = threading.Event(); frames = []; on_axis = []",
              "for frame in mic.frames(stop):", "    frames.append(frame); on_axis.append(mic.on_axis_db)",

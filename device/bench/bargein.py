@@ -145,10 +145,13 @@ class _EchoRun:
         self.plays.append((time.monotonic(), self.room.heard_until, self.room.position))
 
     def feed(self, audio: np.ndarray) -> None:
-        for start in range(0, len(audio) - FRAME + 1, FRAME):
-            self.clock.wait()
-            frame = self.room.capture(audio[start:start + FRAME])
-            self.conversation.feed(frame, self.room.captured_at)
+        """`audio` (whole frames of it) heard in 10 ms blocks at the microphone's pace, as a sound card gives them."""
+        audio = audio[:len(audio) // FRAME * FRAME]
+        for start in range(0, len(audio), BLOCK):
+            block = audio[start:start + BLOCK]
+            self.clock.wait(len(block))
+            heard = self.room.capture(block)
+            self.conversation.feed(heard, self.room.captured_at)
 
     def silence_until(self, done: Callable[[], bool], timeout: float = WAIT_S) -> bool:
         deadline = time.monotonic() + timeout

@@ -20,7 +20,7 @@ RUN_BLOCKS = 3
 
 
 class SoundOnset:
-    """Feed the room's judgement of each block (`push`); True on the frame in which a sound started."""
+    """Feed the room's judgement of each block as it comes (`push`); True in the call whose blocks started a sound."""
 
     def __init__(self, margin_db: float) -> None:
         self.margin_db = margin_db
@@ -28,12 +28,12 @@ class SoundOnset:
         self._told = False  # this run of loud blocks was reported
 
     def push(self, blocks: list[tuple[float, float]], judged: bool = True) -> bool:
-        """`blocks`: (level, room level) of a frame's 10 ms blocks (`ReplyRoom.hear`); True if a run of
+        """`blocks`: (level, room level) of the 10 ms blocks heard since the last call (`ReplyRoom.hear`); True if a run of
         RUN_BLOCKS blocks `margin_db` over the room was reached in them, even one that ended within them
         (through the canceller in double talk a visitor's first syllable is often only 30-50 ms loud; the
         daemon's echo-room test that failed with this in CI did so on a simulated far end off its echo,
         since fixed: docs/bargein.md, "The echo room as the sound card").
-        A run that is loud in a frame not `judged` (the canceller settling) is never told, however long
+        A run that is loud in blocks not `judged` (the canceller settling) is never told, however long
         it goes on: it is taken for echo the canceller let through. Told when it went on past the
         settling, such a run paused a reply 0.32 s into it through the echo room at +6 dB (the daemon's
         test in CI); a visitor who starts then is heard by the VAD's speech once the canceller has settled."""
@@ -41,6 +41,6 @@ class SoundOnset:
         for level, room in blocks:
             loud = level > room + self.margin_db
             self._run, self._told = (self._run + 1, self._told or not judged) if loud else (0, False)
-            if self._run >= RUN_BLOCKS and not self._told:  # judged per block: a short run may end within the frame
+            if self._run >= RUN_BLOCKS and not self._told:  # judged per block: a short run may end within the call
                 started = self._told = True
         return started

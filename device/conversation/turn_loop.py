@@ -54,7 +54,7 @@ from device.models.end_of_turn import EndOfTurnDetector
 from device.models.vad import VoiceActivityDetector
 from device.settings import BargeInSettings
 from device.sound.echo_canceller import EchoCanceller
-from engines.model_specs import FRAME
+from engines.model_specs import FRAME, SPEECH_RATE
 from device.sound.speakers import Speaker
 from engines.runner import Runner
 
@@ -147,7 +147,8 @@ class Conversation:
         self._listening.set()
         self._frame = 0
         self._saying_phrase = False  # the start-up phrase is being made and queued (the thread that calls warm_up)
-        self._warm_up_tail = 0  # frames still not listened to after the start-up phrase (feeding thread, once started)
+        self._warm_up_tail = 0  # samples still not listened to after the start-up phrase (feeding thread, once started)
+        self._heard = np.zeros(0, np.float32)  # cleaned samples not yet a whole FRAME (feeding thread)
         self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
         self._speculative: tuple[int, Future[Transcript]] | None = None
         self._pause_words: Future[Words] | None = None  # what the speculative words are, judged after them
@@ -163,31 +164,47 @@ class Conversation:
 
     # --- the caller's side: frames in -------------------------------------------------------
 
-    def feed(self, frame: np.ndarray, captured_at: float | None = None, on_axis_db: float | None = None) -> None:
-        """One FRAME-sample frame of SPEECH_RATE mono float32 audio, as it arrives; `captured_at`: the sound
-        card's time of its first sample (ADC time), when it gives one (the echo canceller places the far
-        end by it); `on_axis_db`: from a microphone array, how much of the frame came from where its beam
-        points (the endpointer's Endpointer.push)."""
+    def feed(self, audio: np.ndarray, captured_at: float | None = None, on_axis_db: float | None = None) -> None:
+        """SPEECH_RATE mono float32 microphone audio as it arrives, in blocks of any length (a sound card's
+        10 ms blocks, or FRAME-sample frames); `captured_at`: the sound card's time of its first sample (ADC
+        time), when it gives one (the echo canceller places the far end by it); `on_axis_db`: from a
+        microphone array, how much of the frame came from where its beam points (the endpointer's
+        Endpointer.push). A sound over a reply is judged on each 10 ms block as it comes; the VAD and the
+        endpointer get whole FRAMEs."""
         arrived = time.monotonic()
         if self.echo is not None:
-            frame = self.echo.clean(frame, captured_at)
+            audio = self.echo.clean(audio, captured_at)
         if self.warming_up:  # not on the conversation's timeline: its frames start after the phrase
             self._room.hear(self.echo.newest, learn=self.speaker.busy)  # the room's level starts on the phrase
             if self._warm_up_tail > 0 and not self.speaker.busy:
-                self._warm_up_tail -= 1
+                self._warm_up_tail = max(0, self._warm_up_tail - len(audio))
                 if not self._warm_up_tail:
                     self._sound_after_s = 0.0  # the canceller has learnt the room on the phrase
             return
+        if self.bargein is not None:
+            self._listen_for_sound(self.echo.newest if self.echo is not None else audio)  # a sound's start 10 ms sooner
+        self._heard = np.concatenate([self._heard, audio]) if len(self._heard) else audio
+        while len(self._heard) >= FRAME:
+            frame, self._heard = self._heard[:FRAME], self._heard[FRAME:]
+            self._hear_frame(frame, arrived, on_axis_db)
+
+    def _listen_for_sound(self, newest: np.ndarray) -> None:
+        """The room's level learnt on the canceller's newest blocks while a reply plays, and a sound
+        starting on them pauses it (not while the canceller settles: it may let echo through)."""
+        settling = self.echo is not None and self.echo.settling
+        blocks = self._room.hear(newest, learn=self.state.replying and not self.speaker.held and not settling)
+        if self._sound is not None and self._sound.push(blocks, judged=not settling and self._echo_settled()):
+            self._pause_reply(by_speech=False)
+
+    def _hear_frame(self, frame: np.ndarray, arrived: float, on_axis_db: float | None) -> None:
+        """One FRAME of the cleaned microphone: the VAD, barge-in by speech, the endpointer."""
         self._arrivals.append(arrived)
         self._frame += 1
         probability = self.vad.probability(frame)
         events = self._take_verdicts() + self._take_words()
         if self.bargein is not None:
-            newest = self.echo.newest if self.echo is not None else frame  # a sound's start 10 ms sooner
-            settling = self.echo is not None and self.echo.settling  # it may let echo through: no pause, no room level
-            blocks = self._room.hear(newest, learn=self.state.replying and not self.speaker.held and not settling)
-            sound = self._sound is not None and self._sound.push(blocks, judged=not settling and self._echo_settled())
-            self._watch_for_barge_in(self._speech_over_room(frame, probability) and not settling, sound)
+            settling = self.echo is not None and self.echo.settling
+            self._watch_for_speech(self._speech_over_room(frame, probability) and not settling)
             if self._barging:
                 self.endpointer.wait_longer(self._held_pause_ms())
         for event in events + self.endpointer.push(frame, probability, over_floor=not self.state.replying, on_axis_db=on_axis_db):
@@ -230,13 +247,15 @@ class Conversation:
         self._words = Words.OTHER if judged.cancelled() or judged.exception() is not None else judged.result()
         return self.endpointer.heard(speech_end, self._words)
 
-    def _watch_for_barge_in(self, speech: bool, sound: bool) -> None:
-        """Enough speech over a reply, or a sound starting on it (each already left out while the canceller
-        settles), pauses it now; the turns thread decides what follows once the utterance is recognised."""
+    def _watch_for_speech(self, speech: bool) -> None:
+        """Enough speech over a reply (already left out while the canceller settles) pauses it now."""
         self._speech_run = self._speech_run + 1 if speech else 0
-        by_speech = self._speech_run == self._barge_frames
-        if not (by_speech or sound):
-            return
+        if self._speech_run == self._barge_frames:
+            self._pause_reply(by_speech=True)
+
+    def _pause_reply(self, by_speech: bool) -> None:
+        """Speech or a sound over the reply: hold it now; the turns thread decides what follows once the
+        utterance is recognised (a sound no utterance follows lets it go on: `_confirm_sound`)."""
         turn = self.state.pause()
         if turn is None:
             return
@@ -317,7 +336,7 @@ class Conversation:
             for chunk in list(self.speech.chunks(0, [phrase], threading.Event())):
                 self.observer(chunk)
                 self.speaker.play(chunk)
-            self._warm_up_tail = self.endpointer.settings.frames(WARM_UP_TAIL_S * 1000)  # the speaker is busy by now
+            self._warm_up_tail = int(WARM_UP_TAIL_S * SPEECH_RATE)  # the speaker is busy by now
         finally:
             self._saying_phrase = False
 

@@ -33,16 +33,17 @@ def bundled_questions() -> list[Question]:
 
 
 class MicrophoneClock:
-    """Hands frames over no faster than a microphone would deliver them (or at once if not realtime)."""
+    """Hands audio over no faster than a microphone would deliver it (or at once if not realtime)."""
 
     def __init__(self, realtime: bool) -> None:
         self.realtime = realtime
         self._due = time.monotonic()
 
-    def wait(self) -> None:
+    def wait(self, samples: int = FRAME) -> None:
+        """Until the microphone would have the next `samples`."""
         if not self.realtime:
             return
-        self._due += FRAME / SPEECH_RATE
+        self._due += samples / SPEECH_RATE
         delay = self._due - time.monotonic()
         if delay > 0:
             time.sleep(delay)

@@ -44,7 +44,7 @@ from device.service.status_socket import StatusServer
 from device.settings import AudioSettings, load_settings
 from device.sound.beamformer import MicArray, SteeredBeam
 from device.sound.devices import DeviceSpeaker, Microphone
-from device.sound.echo_room import EchoPath, EchoRoom, active_rms
+from device.sound.echo_room import BLOCK, EchoPath, EchoRoom, active_rms
 from device.sound.speakers import WavFileSpeaker
 from device.vision.camera import Camera
 from device.vision.engagement import Engagement, VisitorArrived, VisitorLeft
@@ -102,12 +102,16 @@ class FileMicrophone:
             else:
                 sound = self.audio[:, position:position + FRAME] if position + FRAME <= length else silence
                 position += FRAME
-            clock.wait()
-            if self.room is not None:  # the room is the sound card: it says when the frame was taken
-                conversation.feed(self.room.capture(sound[0]), self.room.captured_at)
+            if self.room is not None:  # the room is the sound card: 10 ms blocks, each with when it was taken
+                for start in range(0, FRAME, BLOCK):
+                    block = sound[0, start:start + BLOCK]
+                    clock.wait(len(block))
+                    conversation.feed(self.room.capture(block), self.room.captured_at)
             elif self._beam is None:
+                clock.wait()
                 conversation.feed(sound[0])
             else:  # the beam gives a frame for a frame, a hop late
+                clock.wait()
                 frame = self._beam.process(sound)
                 conversation.feed(frame, None, self._beam.frame_on_axis_db())
             beat()

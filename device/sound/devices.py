@@ -29,6 +29,10 @@ from device.sound.speakers import BLOCK_SECONDS, Speaker, fade_of
 
 log = logging.getLogger(__name__)
 RING_SECONDS = 4.0
+# A microphone without an array gives 10 ms blocks (the card's period too): a sound over a reply is
+# judged on each as it comes (the turn loop), not once a 32 ms frame is whole; with an array, frames,
+# whose on-axis level the beam gives per frame.
+CAPTURE_BLOCK_S = 0.01
 TRAILING_SILENCE_S = 0.15  # played after the last chunk so the last syllable is not cut by the device
 CALLBACK_S = 0.01  # the playback callback's buffer: a stop is heard within about this much more
 
@@ -87,16 +91,18 @@ def _pyaudio():
 
 
 class Microphone:
-    """Capture from a device at its native rate and channels; `frames()` yields 16 kHz mono frames:
-    its first two channels averaged, or with an array, the beam of its microphones' channels."""
+    """Capture from a device at its native rate and channels; `frames()` yields 16 kHz mono audio: its
+    first two channels averaged in 10 ms blocks, or with an array, the beam of its microphones' channels
+    in FRAME-sample frames."""
 
-    def __init__(self, wanted: str = "default", block: int = 1024, array: MicArray | None = None,
+    def __init__(self, wanted: str = "default", array: MicArray | None = None,
                  array_channels: tuple[int, ...] = ()) -> None:
         import pyaudio
 
         self._audio = _pyaudio()
         self.device = choose(list_devices(self._audio), wanted, "input")
         self.rate = self.device.rate
+        block = max(1, int(self.rate * CAPTURE_BLOCK_S))  # the card's period: a block comes every 10 ms
         self.array, self.array_channels = array, array_channels
         if array is not None:
             if len(array_channels) != array.count:
@@ -138,8 +144,9 @@ class Microphone:
         return None, pyaudio.paContinue
 
     def frames(self, stop: threading.Event) -> Iterator[np.ndarray]:
-        """16 kHz mono frames as they come; after each, `captured_at` is its first sample's ADC time
-        and, with an array, `on_axis_db` how much of it came from where the beam points."""
+        """16 kHz mono audio as it comes (10 ms blocks; with an array, frames); after each, `captured_at`
+        is its first sample's ADC time and, with an array, `on_axis_db` how much of it came from where
+        the beam points."""
         import soxr
 
         picked = list(self.array_channels) if self.array is not None else None
@@ -149,6 +156,7 @@ class Microphone:
         seen = 0
         fed = given = 0  # device samples into the resampler, 16 kHz samples out of this generator
         lag = HOP if beam else 0  # the beam comes out this many 16 kHz samples after its input
+        piece = FRAME if beam else int(SPEECH_RATE * CAPTURE_BLOCK_S)
         anchor: tuple[int, float] | None = None  # a device sample and its ADC time
         while not stop.is_set():
             with self._ready:
@@ -165,13 +173,13 @@ class Microphone:
             if self.overflows != seen and time.monotonic() - self._last_warning > 1:
                 log.warning("microphone overflow: %d blocks dropped so far (the reader fell behind)", self.overflows)
                 seen, self._last_warning = self.overflows, time.monotonic()
-            while len(pending) >= FRAME:
+            while len(pending) >= piece:
                 self.latencies_ms.append((time.monotonic() - captured) * 1000)
                 self.captured_at = anchor[1] + ((given - lag) * self.rate / SPEECH_RATE - anchor[0]) / self.rate if anchor else None
                 self.on_axis_db = beam.frame_on_axis_db() if beam else None
-                yield pending[:FRAME]
-                given += FRAME
-                pending = pending[FRAME:]
+                yield pending[:piece]
+                given += piece
+                pending = pending[piece:]
 
     def close(self) -> None:
         self._stream.stop_stream()
