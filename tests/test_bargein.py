@@ -82,14 +82,18 @@ def test_stop_while_held_drops_the_rest():
     speaker.close()
 
 
-def _feeder(conversation: Conversation):
-    """A function feeding audio to `conversation` frame by frame at the microphone's pace."""
+def _feeder(conversation: Conversation, piece: int = FRAME, fed: list | None = None):
+    """A function feeding whole frames of audio to `conversation` `piece` samples at a time at the
+    microphone's pace; `fed` (one number) counts the samples fed so far, the piece being fed included."""
     clock = MicrophoneClock(realtime=True)
+    fed = fed if fed is not None else [0]
 
     def feed(audio: np.ndarray) -> None:
-        for start in range(0, len(audio) // FRAME * FRAME, FRAME):
-            clock.wait()
-            conversation.feed(audio[start:start + FRAME])
+        audio = audio[:len(audio) // FRAME * FRAME]
+        for start in range(0, len(audio), piece):
+            clock.wait(len(audio[start:start + piece]))
+            fed[0] += len(audio[start:start + piece])
+            conversation.feed(audio[start:start + piece])
 
     return feed
 
@@ -279,18 +283,19 @@ def test_a_halls_talk_does_not_pause_replies_and_a_visitor_louder_than_it_does(s
 
 
 def test_a_sound_that_is_not_speech_pauses_a_reply_at_once_and_it_goes_on(vad, asr, text_encoder, tts):
-    """The real conversation at the microphone's pace, its speaker not heard (a headset, as with no
-    canceller): 40 ms of a visitor's loudest syllable said over a reply pauses it at once (the mouth
-    closes) and, no utterance starting (the endpointer here asks 160 ms of speech for one, which 40 ms
-    cannot be), lets it go on after SOUND_CONFIRM_MS; no turn is made of it. (Through the echo room:
-    `bench bargein` and the daemon's test above.)"""
-    events = []
+    """The real conversation at the microphone's pace, fed 10 ms blocks as a sound card gives them, its
+    speaker not heard (a headset, as with no canceller): 40 ms of a visitor's loudest syllable said over
+    a reply pauses it in the block that makes three loud ones (30 ms in, not at the end of its 32 ms
+    frame; the mouth closes) and, no utterance starting (the endpointer here asks 160 ms of speech for
+    one, which 40 ms cannot be), lets it go on after SOUND_CONFIRM_MS; no turn is made of it. (Through
+    the echo room: `bench bargein` and the daemon's test above.)"""
+    events, fed = [], [0]
     bargein = dataclasses.replace(load_settings().bargein, enabled=True)
     conversation = Conversation(vad, asr, Dialogue(text_encoder, load_knowledge(), load_settings().dialogue),
                                 SpeechOut(tts), RecordingSpeaker(tts.sample_rate, realtime=True),
                                 dataclasses.replace(ENDPOINT, onset_ms=160),
-                                observer=lambda m: events.append((time.monotonic(), m)), bargein=bargein)
-    feed = _feeder(conversation)
+                                observer=lambda m: events.append((time.monotonic(), m, fed[0])), bargein=bargein)
+    feed = _feeder(conversation, BLOCK, fed)
 
     try:
         questions = {q.name: q.audio for q in bundled_questions()}
@@ -302,11 +307,14 @@ def test_a_sound_that_is_not_speech_pauses_a_reply_at_once_and_it_goes_on(vad, a
         loudest = int(np.argmax(block_power(other))) * BLOCK
         syllable = np.zeros(2 * FRAME, np.float32)
         syllable[:640] = other[loudest:loudest + 640]
-        mark, turns = len(events), len(conversation.turns)
+        mark, turns, start = len(events), len(conversation.turns), fed[0]
         feed(syllable)
         feed(np.zeros(SPEECH_RATE, np.float32))
-        held = [(when, m) for when, m in events[mark:] if isinstance(m, (ReplyPaused, ReplyResumed))]
-        assert [type(m) for _, m in held] == [ReplyPaused, ReplyResumed], (events[mark:], conversation.tally())
+        held = [(when, m, at) for when, m, at in events[mark:] if isinstance(m, (ReplyPaused, ReplyResumed))]
+        assert [type(m) for _, m, _ in held] == [ReplyPaused, ReplyResumed], (events[mark:], conversation.tally())
+        # paused in the block that made three loud ones (within 30 ms of the syllable: the room's blocks
+        # run on from the reply's), not once the syllable's first 32 ms frame was whole
+        assert 2 * BLOCK < held[0][2] - start <= 3 * BLOCK < FRAME
         assert SOUND_CONFIRM_MS / 1000 - 0.1 <= held[1][0] - held[0][0] <= 2.0  # not at once, not for good
         assert conversation.tally().get("barge-in: a sound, not speech") == 1
         assert conversation.speaker.wait_idle(15)

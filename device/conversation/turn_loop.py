@@ -1,8 +1,9 @@
-"""The turn loop: frames in; transcripts, answers, reply audio and timings out.
+"""The turn loop: microphone audio in; transcripts, answers, reply audio and timings out.
 
 Threads and what each owns:
-- the caller feeds microphone frames (`feed`): VAD and the endpointer run there (well under 1 ms a
-  frame), so nothing heavy ever sits in the capture path;
+- the caller feeds microphone audio as it arrives (`feed`, 10 ms blocks or 32 ms frames): the echo
+  canceller and the sound onset run there on each block, the VAD and the endpointer on each whole
+  frame (well under 1 ms a frame), so nothing heavy ever sits in the capture path;
 - `asr`: one recognition at a time, started speculatively at a short silence after speech so it
   runs while the hangover elapses; a result whose audio the visitor then extended is dropped;
 - `end-of-turn`: the end-of-turn model's verdict on that same pause, sent back to the caller's
@@ -12,7 +13,7 @@ Threads and what each owns:
 - `speech`: synthesizes the reply sentence by sentence (an LLM's as its sentences stream in) and
   hands chunks to the speaker.
 
-Barge-in: the microphone's frames first lose the robot's own voice (the echo canceller, whose far
+Barge-in: the microphone's audio first loses the robot's own voice (the echo canceller, whose far
 end is what the speaker plays). A sound starting over a reply (`sound_onset_db`,
 device/conversation/sound_onset.py) or `min_speech_ms` of visitor speech (`speech_over_room_db` louder
 than the room during replies, device/conversation/reply_room.py: a hall's talk is speech too) pauses
@@ -112,7 +113,7 @@ class Conversation:
         `observer` sees the messages the avatar follows (SpeechStarted, Utterance, ReplyChunk,
         ReplyPaused, ReplyResumed, Interrupt), from whichever thread made them. Without `end_of_turn`
         every pause gets the fixed hangover; without `bargein` (or with it disabled) a reply is not
-        paused by speech; `echo` cleans each frame before the VAD, with the speaker's blocks as its far end."""
+        paused by speech; `echo` cleans the microphone's audio before the VAD, with the speaker's blocks as its far end."""
         self.vad = vad
         self.asr = asr
         self.dialogue = dialogue
@@ -162,7 +163,7 @@ class Conversation:
         self._turn_thread = threading.Thread(target=self._turns, name="turns", daemon=True)
         self._turn_thread.start()
 
-    # --- the caller's side: frames in -------------------------------------------------------
+    # --- the caller's side: microphone audio in ----------------------------------------------
 
     def feed(self, audio: np.ndarray, captured_at: float | None = None, on_axis_db: float | None = None) -> None:
         """SPEECH_RATE mono float32 microphone audio as it arrives, in blocks of any length (a sound card's
