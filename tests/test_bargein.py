@@ -89,11 +89,9 @@ def _feeder(conversation: Conversation, piece: int = FRAME, fed: list | None = N
     fed = fed if fed is not None else [0]
 
     def feed(audio: np.ndarray) -> None:
-        audio = audio[:len(audio) // FRAME * FRAME]
-        for start in range(0, len(audio), piece):
-            clock.wait(len(audio[start:start + piece]))
-            fed[0] += len(audio[start:start + piece])
-            conversation.feed(audio[start:start + piece])
+        for block in clock.pieces(audio[:len(audio) // FRAME * FRAME], piece):
+            fed[0] += len(block)
+            conversation.feed(block)
 
     return feed
 

@@ -146,12 +146,8 @@ class _EchoRun:
 
     def feed(self, audio: np.ndarray) -> None:
         """`audio` (whole frames of it) heard in 10 ms blocks at the microphone's pace, as a sound card gives them."""
-        audio = audio[:len(audio) // FRAME * FRAME]
-        for start in range(0, len(audio), BLOCK):
-            block = audio[start:start + BLOCK]
-            self.clock.wait(len(block))
-            heard = self.room.capture(block)
-            self.conversation.feed(heard, self.room.captured_at)
+        for block in self.clock.pieces(audio[:len(audio) // FRAME * FRAME], BLOCK):
+            self.conversation.feed(self.room.capture(block), self.room.captured_at)
 
     def silence_until(self, done: Callable[[], bool], timeout: float = WAIT_S) -> bool:
         deadline = time.monotonic() + timeout

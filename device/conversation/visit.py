@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
@@ -49,6 +50,13 @@ class MicrophoneClock:
             time.sleep(delay)
         else:
             self._due = time.monotonic()  # fell behind: do not try to catch up in a burst
+
+    def pieces(self, audio: np.ndarray, size: int) -> Iterator[np.ndarray]:
+        """`audio` in pieces of `size` samples (a sound card's blocks), each when the microphone would have it."""
+        for start in range(0, len(audio), size):
+            piece = audio[start:start + size]
+            self.wait(len(piece))
+            yield piece
 
 
 def play_visit(conversation: Conversation, questions: list[Question], realtime: bool = True,

@@ -103,9 +103,7 @@ class FileMicrophone:
                 sound = self.audio[:, position:position + FRAME] if position + FRAME <= length else silence
                 position += FRAME
             if self.room is not None:  # the room is the sound card: 10 ms blocks, each with when it was taken
-                for start in range(0, FRAME, BLOCK):
-                    block = sound[0, start:start + BLOCK]
-                    clock.wait(len(block))
+                for block in clock.pieces(sound[0], BLOCK):
                     conversation.feed(self.room.capture(block), self.room.captured_at)
             elif self._beam is None:
                 clock.wait()
