@@ -107,7 +107,7 @@ class App:
         if bargein.echo_canceller == "none":
             return bargein, None
         try:
-            return bargein, EchoCanceller(speaker_rate)
+            return bargein, EchoCanceller(speaker_rate, bargein.echo_tail_ms)
         except EchoCancellerError as exc:
             log.warning("no echo cancellation, so no barge-in (only \"stop\" is heard while speaking): %s", exc)
             return dataclasses.replace(bargein, enabled=False), None

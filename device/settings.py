@@ -287,6 +287,7 @@ class BargeInSettings:
     sure_question_ms: int  # shorter than this, it cuts the reply only if the dialogue is sure what it asks
     hold_hangover_ms: int  # the silence that ends an utterance that paused a reply
     echo_canceller: str  # "webrtc" (AEC3) or "none"
+    echo_tail_ms: int  # how much of the room's echo AEC3's linear filter covers
     startup_phrase: str  # said once when the daemon starts, for the canceller to learn the room ("": none)
 
     def __post_init__(self) -> None:
@@ -305,6 +306,8 @@ class BargeInSettings:
             raise ValueError(f"hold_hangover_ms must be between 0 and 3000 ms, got {self.hold_hangover_ms}")
         if self.echo_canceller not in ECHO_CANCELLERS:
             raise ValueError(f"echo_canceller must be one of {', '.join(ECHO_CANCELLERS)}, got {self.echo_canceller!r}")
+        if not 52 <= self.echo_tail_ms <= 500 or self.echo_tail_ms % 4:
+            raise ValueError(f"echo_tail_ms must be a multiple of 4 between 52 and 500 ms, got {self.echo_tail_ms}")
         if len(self.startup_phrase) > 200 or not self.startup_phrase.isprintable():
             raise ValueError(f"startup_phrase must be one line of at most 200 characters, got {self.startup_phrase[:40]!r}...")
 

@@ -29,6 +29,7 @@ from device.audio_file import read_audio, resample
 from device.bundled import SAMPLES
 from device.models import catalog
 from device.models.voices import VOICES, load_voices, speak
+from device.sound.echo_canceller import Aec3
 from device.sound.echo_room import DEVICE_BUFFER_MS, MIC_GAIN, active_rms, room_response
 
 BLOCK = SPEECH_RATE // 100
@@ -47,7 +48,8 @@ def main() -> None:
     spoken = [speak(synthesizers, joe, text) for text in REPLY]
     reply = resample(np.concatenate([s[0] for s in spoken]), spoken[0][2], SPEECH_RATE).astype(np.float32)
     visitors = [read_audio(SAMPLES / "visit" / name) for name in QUESTIONS]
-    cancellers = {"none": lambda near, far: near, "livekit AEC3": _livekit, "pywebrtc-audio AEC3": _pywebrtc,
+    cancellers = {"none": lambda near, far: near, "AEC3, 52 ms filter (WebRTC's default; livekit's)": _aec3(52),
+                  "AEC3, 160 ms filter (ours)": _aec3(160), "pywebrtc-audio AEC3": _pywebrtc,
                   "pyaec linear": _speex(False), "pyaec + suppressor": _speex(True)}
     both = []  # the second table's rows, from the same outputs
     print("| echo | canceller | ERLE (median) | self-triggered onsets in 8 replies | onset -> detected p50 / max (ms) | never detected | cost per 10 ms |")
@@ -131,18 +133,15 @@ def _pcm(audio: np.ndarray) -> np.ndarray:
     return (np.clip(audio, -1, 1) * 32767).astype(np.int16)
 
 
-def _livekit(near: np.ndarray, far: np.ndarray) -> np.ndarray:
-    from livekit import rtc
+def _aec3(tail_ms: int):
+    def cancel(near: np.ndarray, far: np.ndarray) -> np.ndarray:
+        aec3 = Aec3(tail_ms)
 
-    apm = rtc.AudioProcessingModule(echo_cancellation=True, high_pass_filter=True)
-
-    def process(n, f):
-        apm.process_reverse_stream(rtc.AudioFrame(_pcm(f).tobytes(), SPEECH_RATE, 1, BLOCK))
-        frame = rtc.AudioFrame(_pcm(n).tobytes(), SPEECH_RATE, 1, BLOCK)
-        apm.set_stream_delay_ms(0)
-        apm.process_stream(frame)
-        return np.frombuffer(frame.data, np.int16) / 32768
-    return _blocks(near, far, process)
+        def process(n, f):
+            aec3.far_end(f)
+            return aec3.near_end(n)
+        return _blocks(near, far, process)
+    return cancel
 
 
 def _pywebrtc(near: np.ndarray, far: np.ndarray) -> np.ndarray:

@@ -29,7 +29,7 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv --system-site-packages .venv
 fi
 pip=(.venv/bin/python -m pip -q --disable-pip-version-check)
-stamp=.venv/.installed-$(cat setup.py | sha256sum | cut -c1-16)-$with_test
+stamp=.venv/.installed-$(cat setup.py pyproject.toml device/sound/webrtc_aec3.cc | sha256sum | cut -c1-16)-$with_test
 if [ ! -f "$stamp" ]; then
   echo "==> installing orin-avatar into .venv"
   "${pip[@]}" install -U pip

@@ -47,6 +47,7 @@ def test_empty_text_to_speak(tmp_path):
     ("[gpu]\n", "unknown section [gpu]"),
     ("[bargein]\nsound_onset_db = 3\n", "sound_onset_db must be 0 (off) or between 6 and 40 dB"),
     ("[bargein]\nspeech_over_room_db = -3\n", "speech_over_room_db must be between 0 (any level) and 20 dB"),
+    ("[bargein]\necho_tail_ms = 150\n", "echo_tail_ms must be a multiple of 4 between 52 and 500 ms"),
     ('[bargein]\nstartup_phrase = "Hello.\\nI am ready."\n', "startup_phrase must be one line of at most 200 characters"),
     ("[cpu\nthreads = 2\n", "line 1"),
 ])

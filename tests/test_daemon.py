@@ -131,7 +131,9 @@ def test_ready_status_visit_reload_and_clean_stop(store, tmp_path, daemons):
     intents = status["knowledge"]["intents"]
 
     doctor = daemon.cli("doctor", "--json")
-    assert {c["name"]: c for c in json.loads(doctor.stdout)}["daemon"]["level"] == "ok", doctor.stdout
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)}
+    assert checks["daemon"]["level"] == "ok", doctor.stdout
+    assert checks["echo canceller"]["level"] == "ok" and "160 ms" in checks["echo canceller"]["detail"], doctor.stdout
 
     # A broken knowledge base on reload: the old one stays.
     knowledge.write_text('[[intent]]\nname = "x"\nexamples = ["y"]\n')

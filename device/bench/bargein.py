@@ -116,7 +116,7 @@ class _EchoRun:
                                              hears_speaker=True)
         if self.conversation.echo is None or self.conversation.bargein is None:
             raise InputError("bench bargein needs the echo canceller: set [bargein] echo_canceller = \"webrtc\" "
-                             "and install livekit")
+                             "and reinstall orin-avatar, which builds it")
         visitor = float(np.median([active_rms(q.audio) for q in questions]))
         dialogue = self.conversation.dialogue  # the reference answer, taken without a turn in the visit's memory
         reference = self.conversation.speech.audio_of(dialogue.intents[questions[1].intent].answer)

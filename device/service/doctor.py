@@ -20,6 +20,7 @@ from engines.calibration_table import read_table
 from device.app import App
 from device.avatar.display import x_display_reachable
 from device.service.status_socket import read_status
+from device.sound.echo_canceller import Aec3, EchoCancellerError
 from device.sound.devices import DeviceError, check_array_channels, choose, list_devices
 
 SERVICE_USER = "orin-avatar"
@@ -37,7 +38,7 @@ class Check:
 def run_checks(app: App) -> list[Check]:
     checks = [_settings(app)]
     checks += _platform()
-    checks += [_store(app), _tables(app), _engines(), _audio()] + _microphone_array(app)
+    checks += [_store(app), _tables(app), _engines(), _audio(), _echo_canceller(app)] + _microphone_array(app)
     checks += [_video(), _display(), _service_user(), _daemon()]
     return checks
 
@@ -111,6 +112,22 @@ def _audio() -> Check:
         return Check("audio devices", "FAIL", "no sound card (/proc/asound/cards)",
                      "plug in the USB microphone and speaker; check 'arecord -l' and 'aplay -l'")
     return Check("audio devices", "ok", " / ".join(line.strip() for line in text.splitlines()[::2]))
+
+
+def _echo_canceller(app: App) -> Check:
+    """Barge-in needs the WebRTC library built at install; without it the daemon runs, deaf while it speaks."""
+    try:
+        bargein = app.settings.bargein
+    except OrinAvatarError:
+        return Check("echo canceller", "WARN", "the settings do not load (see above)")
+    if bargein.echo_canceller == "none":
+        return Check("echo canceller", "WARN", "off ([bargein] echo_canceller = \"none\"): no barge-in while the robot speaks",
+                     "only with a headset or a microphone that does not hear the speaker")
+    try:
+        Aec3(bargein.echo_tail_ms)
+    except EchoCancellerError as exc:
+        return Check("echo canceller", "FAIL", f"{exc}", "pip install -e . (builds it), then restart the daemon")
+    return Check("echo canceller", "ok", f"WebRTC AEC3, linear filter {bargein.echo_tail_ms} ms")
 
 
 def _microphone_array(app: App) -> list[Check]:

@@ -1,9 +1,11 @@
 """Echo cancellation: the microphone's frames with the robot's own voice taken out.
 
-WebRTC's audio processing (AEC3 and its high-pass filter), through livekit's
-`AudioProcessingModule` (livekit 1.2.1, Apache-2.0, manylinux wheels for x86_64 and aarch64):
-a well-kept adaptive filter with delay estimation, double-talk handling and a residual echo
-suppressor, which is not something to write by hand. The far end is what the speaker is actually
+WebRTC's audio processing (AEC3 and its high-pass filter; webrtc-audio-processing 2.1, built by
+setup.py): a well-kept adaptive filter with delay estimation, double-talk handling and a residual echo
+suppressor, which is not something to write by hand. Its binding (webrtc_aec3.cc, loaded with ctypes)
+is ours only to set the length of AEC3's linear filter (`[bargein] echo_tail_ms`): with the default
+52 ms a hall's tail is left to the suppressor, which then silences a visitor talking over a loud reply
+too (docs/bargein.md). The far end is what the speaker is actually
 handed (`played`, from the speaker's thread or the sound card's callback, at the voice's rate); the
 near end is each microphone frame (`clean`, from the microphone's thread). Both go to the module in
 10 ms blocks on the microphone's clock: a block the speaker is handed is put on the microphone's
@@ -22,8 +24,11 @@ Noise suppression stays off: it cost recognition more than it gave in a loud hal
 
 from __future__ import annotations
 
+import ctypes
+import importlib.machinery
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -52,23 +57,69 @@ SETTLE = SPEECH_RATE * 300 // 1000
 RETURN_GAP = SPEECH_RATE * 400 // 1000
 LOST_GAP = SPEECH_RATE * 8 // 1000
 QUIET_POWER = 1e-6  # -60 dBFS
+BLOCK_MS = 4  # AEC3's own blocks, in which its linear filter's length is counted
+DEFAULT_TAIL_MS = 160  # as [bargein] echo_tail_ms's default; WebRTC's own is 52
 
 
 class EchoCancellerError(OrinAvatarError):
     """The echo canceller cannot be used here."""
 
 
+def _binding() -> ctypes.CDLL:
+    """The compiled binding, built into this package by setup.py."""
+    here = Path(__file__).parent
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        if (here / f"_webrtc_aec3{suffix}").exists():
+            library = ctypes.CDLL(str(here / f"_webrtc_aec3{suffix}"))
+            break
+    else:
+        raise EchoCancellerError(f"echo cancellation needs WebRTC's audio processing, built when orin-avatar is installed, "
+                                 f"but {here}/_webrtc_aec3*.so is missing: reinstall (pip install -e . builds it) "
+                                 f"or set [bargein] echo_canceller = \"none\"")
+    library.aec3_create.restype = ctypes.c_void_p
+    library.aec3_create.argtypes = [ctypes.c_int]
+    library.aec3_far_end.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    library.aec3_near_end.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    library.aec3_destroy.argtypes = [ctypes.c_void_p]
+    return library
+
+
+class Aec3:
+    """One AEC3 instance: 10 ms blocks of 16 kHz int16, the far end of each block before its near end."""
+
+    def __init__(self, tail_ms: int) -> None:
+        self._library = _binding()
+        self._handle = self._library.aec3_create(tail_ms // BLOCK_MS)
+        if not self._handle:
+            raise EchoCancellerError(f"AEC3 refused a linear filter of {tail_ms} ms: set [bargein] echo_tail_ms to 52..500")
+        self._cleaned = np.zeros(BLOCK, np.int16)
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", None):
+            self._library.aec3_destroy(self._handle)
+
+    def far_end(self, block: np.ndarray) -> None:
+        self._check(self._library.aec3_far_end(self._handle, _pcm(block).ctypes.data), "far end")
+
+    def near_end(self, block: np.ndarray) -> np.ndarray:
+        self._check(self._library.aec3_near_end(self._handle, _pcm(block).ctypes.data, self._cleaned.ctypes.data), "near end")
+        return self._cleaned.astype(np.float32) / 32768
+
+    @staticmethod
+    def _check(code: int, what: str) -> None:
+        if code != 0:
+            raise EchoCancellerError(f"WebRTC's audio processing refused a {what} block (error {code})")
+
+
+def _pcm(block: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray((np.clip(block, -1, 1) * 32767).astype(np.int16))
+
+
 class EchoCanceller:
     """AEC3 between what the speaker plays and what the microphone hears."""
 
-    def __init__(self, speaker_rate: int, clock: Callable[[], float] = time.monotonic) -> None:
-        try:
-            from livekit import rtc
-        except ImportError as exc:
-            raise EchoCancellerError("echo cancellation needs livekit's audio processing, a dependency of orin-avatar: "
-                                     "pip install livekit==1.2.1 (or set [bargein] echo_canceller = \"none\")") from exc
-        self._rtc = rtc
-        self._apm = rtc.AudioProcessingModule(echo_cancellation=True, high_pass_filter=True)
+    def __init__(self, speaker_rate: int, tail_ms: int = DEFAULT_TAIL_MS, clock: Callable[[], float] = time.monotonic) -> None:
+        self._aec3 = Aec3(tail_ms)
         self._resampler = far_end_resampler(speaker_rate)
         self._lock = threading.Lock()
         self._far = np.zeros(0, np.float32)  # the far end from microphone sample self._processed on
@@ -155,18 +206,10 @@ class EchoCanceller:
         return np.pad(far, (0, BLOCK - len(far))) if len(far) and np.any(far) else None
 
     def _process(self, near: np.ndarray, far: np.ndarray | None) -> np.ndarray:
-        far_frame = self._frame(far if far is not None else np.zeros(BLOCK, np.float32))
-        self._apm.process_reverse_stream(far_frame)
-        near_frame = self._frame(near)
-        self._apm.set_stream_delay_ms(0)  # WebRTC wants it with every capture frame; AEC3 finds the delay itself
-        self._apm.process_stream(near_frame)
-        out = np.frombuffer(near_frame.data, np.int16).astype(np.float32) / 32768
+        self._aec3.far_end(far if far is not None else np.zeros(BLOCK, np.float32))
+        out = self._aec3.near_end(near)
         if far is not None and np.any(far):
             self.far_end_s += BLOCK / SPEECH_RATE
             self.near_power += float(np.dot(near, near))
             self.out_power += float(np.dot(out, out))
         return out
-
-    def _frame(self, audio: np.ndarray):
-        pcm = (np.clip(audio, -1, 1) * 32767).astype(np.int16)
-        return self._rtc.AudioFrame(pcm.tobytes(), SPEECH_RATE, 1, BLOCK)
