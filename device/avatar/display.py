@@ -28,10 +28,11 @@ log = logging.getLogger(__name__)
 WINDOW = "orin-avatar"
 EXPOSE_PUMPS = 40  # about 200 ms of Qt's events after the window is made, before its first frame
 PAINT_CHECK_FRAMES = 15  # frames shown (0.5 s at 30 fps) before the screen is checked for the last one
-# Windows made before an unpainted one is logged as an error; it is made again until it is painted (a
-# kiosk's face must come back). Under load each start misses about one in five, independently (40 starts
-# with both cores busy: 8 needed a second, 2 a third); in one CI run five in a row missed.
-WINDOW_ATTEMPTS = 5
+# Windows made before one left unpainted is kept. Under load each start misses about one in five,
+# independently (40 starts with both cores busy: 8 needed a second, 2 a third), but one CI run had five
+# in a row miss. Not made again for ever: where the screen is not seen to show it (in the unit's
+# sandbox, emulated in tests/test_faults.py, four checks in a row missed) it would be re-made each second.
+WINDOW_ATTEMPTS = 10
 PAINTED_TOLERANCE = 8.0  # mean absolute difference (of 255) allowed between the screen and the frame: scaling, a frame's lag
 
 
@@ -111,27 +112,24 @@ class WindowSink:
 
 def _draw_window(name: str, shape: tuple[int, int, int], ready) -> None:
     """The window process: show each frame the daemon puts in the shared memory, in a window the
-    screen is seen to show (made again until it is)."""
+    screen is seen to show (made again when it is not)."""
     # A spawned child shares its parent's resource tracker, so attaching registers nothing new and the
     # parent's unlink is the one unregister (unregistering here too made the tracker print a KeyError).
     frame = shared_memory.SharedMemory(name=name)
     pixels = np.ndarray(shape, np.uint8, frame.buf)
-    attempt = 1
-    while True:
+    for attempt in range(1, WINDOW_ATTEMPTS + 1):
         _open_window(shape)
         _show_frames(pixels, ready, PAINT_CHECK_FRAMES)
         _pump(EXPOSE_PUMPS // 4)  # let Qt paint the last one
         # The daemon may have put a newer frame there since: one frame's change is within the tolerance.
         if screen_shows(pixels.copy(), cv2.getWindowImageRect(WINDOW)) is not False:
             break
-        if attempt < WINDOW_ATTEMPTS:
-            log.warning("the avatar's window was not painted after %d frames (Qt missed the X server's map event); "
-                        "making it again (attempt %d)", PAINT_CHECK_FRAMES, attempt + 1)
-        elif attempt == WINDOW_ATTEMPTS:
-            log.error("the avatar's window is still unpainted after %d attempts (a machine this busy misses more "
-                      "map events); it is made again until the screen shows it", attempt)
+        if attempt == WINDOW_ATTEMPTS:
+            log.error("the avatar's window is still unpainted after %d attempts; it stays as it is", attempt)
+            break
+        log.warning("the avatar's window was not painted after %d frames (Qt missed the X server's map event); "
+                    "making it again (attempt %d of %d)", PAINT_CHECK_FRAMES, attempt + 1, WINDOW_ATTEMPTS)
         cv2.destroyWindow(WINDOW)
-        attempt += 1
     while True:
         _show_frames(pixels, ready, 1)
 
