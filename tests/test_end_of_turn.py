@@ -145,8 +145,9 @@ def test_the_conversation_waits_out_a_hesitation_after_open_words(make_conversat
     endpoint = dataclasses.replace(ENDPOINT, end_of_turn=False, wait_after_open_words=True)
     conversation = make_conversation(endpoint=endpoint)
     unfinished = resample(tts.say("Is it possible to"), tts.sample_rate, 16000)
+    # Not in real time: each pause's words are judged by its next frame, however loaded the machine.
     play_visit(conversation, [Question(case.audio, "exit"), Question(np.concatenate([np.zeros(8000, np.float32), unfinished]), "")],
-               realtime=True)
+               realtime=False)
     whole, stopped = conversation.turns
     assert "exit" in whole.transcript.lower() and turn_report(whole)["end_of_turn"]["words"] == "other"
     report = turn_report(stopped)["end_of_turn"]
@@ -156,10 +157,11 @@ def test_the_conversation_waits_out_a_hesitation_after_open_words(make_conversat
 def test_a_question_the_robot_is_sure_of_is_answered_sooner_and_the_visits_pause_is_still_bridged(make_conversation):
     """With `end_on_known_question`: "Hello" ends at its words, not after the fixed hangover (a short
     one: its recognition is back well before); "Excuse me, ... where are the restrooms?" is still one
-    question ("Excuse me" is no known question)."""
+    question ("Excuse me" is no known question). Each pause's words judged by its next frame (not in
+    real time), so a loaded machine does not decide it."""
     endpoint = dataclasses.replace(ENDPOINT, end_of_turn=False, wait_after_open_words=True, end_on_known_question=True)
     conversation = make_conversation(endpoint=endpoint)
-    play_visit(conversation, [q for q in bundled_questions() if q.name in ("01-hello.wav", "03-restrooms.wav")])
+    play_visit(conversation, [q for q in bundled_questions() if q.name in ("01-hello.wav", "03-restrooms.wav")], realtime=False)
     hello, restrooms = conversation.turns
     assert "excuse" in restrooms.transcript.lower() and restrooms.answer.intent == "restrooms"
     assert hello.answer.intent == "greeting"

@@ -31,8 +31,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     demo = commands.add_parser("demo", help="a bundled visitor conversation through the real pipeline on the CPU")
     demo.add_argument("--out", type=Path, default=Path("out"), help="directory for the reply audio and latency.json (default out/)")
     demo.add_argument("--fast", action="store_true",
-                      help="feed the visit as fast as the machine can instead of at the microphone's pace (for tests; "
-                           "the latency figures are then not a kiosk's)")
+                      help="feed the visit as fast as the machine can instead of at the microphone's pace, each pause's "
+                           "recognition given the next frame (for tests: the same turns on any machine; the latency "
+                           "figures are then not a kiosk's)")
     demo.set_defaults(run=_demo)
 
 

@@ -35,7 +35,7 @@ import queue
 import re
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -227,6 +227,15 @@ class Conversation:
                 self._submit(event)
         if self._unconfirmed:
             self._confirm_sound()
+
+    def finish_pause_work(self) -> None:
+        """Wait until the current pause's recognition, its words' judgement and the end-of-turn verdict
+        are done (the feeding thread, between frames). Audio played faster than a microphone outruns
+        them, and every pause would end on the fixed hangover; waiting gives each the next frame, as
+        a live conversation on a machine fast enough for them has it."""
+        for pending in (self._speculative[1] if self._speculative else None, self._pause_words, self._judging):
+            if pending is not None:
+                wait([pending])
 
     def _words_of(self, heard: Future[Transcript]) -> Words:
         """On the recognition thread, right after the pause's words: what they are. The dialogue's text

@@ -61,7 +61,9 @@ class MicrophoneClock:
 
 def play_visit(conversation: Conversation, questions: list[Question], realtime: bool = True,
                noise_db: float | None = None, answer_timeout: float = 60.0) -> None:
-    """Feed each question, then silence (or hall noise at `noise_db` dBFS) until it is answered."""
+    """Feed each question, then silence (or hall noise at `noise_db` dBFS) until it is answered. Not
+    `realtime`: as fast as the conversation takes it, each pause's recognition and verdicts given the
+    next frame (Conversation.finish_pause_work), so a run is the same on a fast machine or a loaded one."""
     clock = MicrophoneClock(realtime)
     rng = np.random.default_rng(7)
     level = 0.0 if noise_db is None else 10 ** (noise_db / 20)
@@ -73,6 +75,8 @@ def play_visit(conversation: Conversation, questions: list[Question], realtime: 
                 frame = frame + rng.normal(0, level, FRAME).astype(np.float32)
             clock.wait()
             conversation.feed(frame.astype(np.float32))
+            if not realtime:
+                conversation.finish_pause_work()
 
     silence = np.zeros(FRAME, np.float32)
     for question in questions:
