@@ -11,7 +11,7 @@ demo: setup
 	.venv/bin/orin-avatar demo --out out
 
 test: setup-test
-	.venv/bin/python -m pytest -q tests
+	.venv/bin/python -m pytest -q --durations=15 tests
 
 bench: setup
 	.venv/bin/orin-avatar bench models
