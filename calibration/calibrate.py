@@ -17,7 +17,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import onnx
@@ -25,11 +25,11 @@ import onnx
 from engines.calibration_table import CalibrationTable, CalibrationTableError, read_table, write_table
 from engines.errors import InputError
 from engines.onnxrt_runner import OnnxRuntimeRunner
-from engines.qdq_model import WEIGHTED_OPS, int8_layers, make_qdq_model, output_tensors, tensor_names, weighted_layers
+from engines.qdq_model import WEIGHTED_OPS, int8_layers, output_tensors, tensor_names, weighted_layers
 from engines.runner import Runner
 from engines.store.model_store import ModelStore
 
-from calibration.emulation import RENDERERS, emulated_model
+from calibration.emulation import RENDERERS, emulated_models
 from calibration.targets import TARGETS, Gate, Target
 
 Report = Callable[[str], None]
@@ -69,15 +69,16 @@ def calibrate(name: str, store: ModelStore, out: Path, method: str | None = None
     table = CalibrationTable(target.model, store.entries()[target.model].sha256, method, amax, tools=_tools())
     curve: list[tuple[int, float]] = []
     with tempfile.TemporaryDirectory(prefix="orin-avatar-calibrate-") as scratch:
-        tuning = evaluate(store, target, table, dataset.calibrate, Path(scratch), "implicit")
+        tuning_fp32 = reference(store, target, dataset.calibrate)
+        tuning = tuning_gate(store, target, table, dataset.calibrate, tuning_fp32, Path(scratch))
         curve.append((0, tuning.value))
         report(f"{name}: all {len(layers)} weighted layers in INT8: {tuning.metric} = {tuning.value:.4f} on the tuning split "
                f"({'pass' if tuning.passed else 'fail'}, needs {tuning.threshold})")
         if not tuning.passed and limit > 0:
-            table, tried = sweep(store, target, table, layers, dataset.calibrate, feeds, Path(scratch), report, limit)
+            table, tried = sweep(store, target, table, layers, dataset.calibrate, tuning_fp32, feeds, Path(scratch),
+                                 report, limit)
             curve += tried
-        gates = {r: evaluate(store, target, table, dataset.held, Path(scratch), r) for r in RENDERERS}
-        emits = renderings(model_path, model, table, Path(scratch))
+        gates, emits = held_apart(store, target, model, table, dataset.held, Path(scratch))
     result = Result(name, table, gates, (len(int8_layers(model, table)), len(layers)), emits, None, tuple(curve),
                     sensitivity=table.sensitivity)
     if not result.passed:
@@ -135,12 +136,32 @@ def collect_ranges(model_path: Path, feeds: list[dict], method: str, report: Rep
     return amax
 
 
-def evaluate(store: ModelStore, target: Target, table: CalibrationTable, items: list, scratch: Path,
-             renderer: str) -> Gate:
-    """The target's gate on `items`, INT8 emulated as `renderer` will run it."""
-    path = emulated_model(store.path(target.model), table, renderer, scratch / f"{target.model}.{renderer}.onnx")
-    with OnnxRuntimeRunner("fp32", store.path(target.model), threads=2) as fp32, OnnxRuntimeRunner("int8", path, threads=2) as int8:
+def reference(store: ModelStore, target: Target, items: list) -> Any:
+    """What FP32 makes of `items`, which every emulation of the target is gated against."""
+    with OnnxRuntimeRunner("fp32", store.path(target.model), threads=2) as fp32:
+        return target.reference(store, fp32, items)
+
+
+def tuning_gate(store: ModelStore, target: Target, table: CalibrationTable, items: list, fp32: Any, scratch: Path) -> Gate:
+    """The target's gate on tuning `items` (FP32's reference of them: `fp32`), INT8 emulated as TensorRT
+    8.6/10.x run it: the sweep's yardstick."""
+    return gate(store, target, emulated_models(store.path(target.model), table, scratch)["implicit"], items, fp32)
+
+
+def gate(store: ModelStore, target: Target, emulation: Path, items: list, fp32: Any) -> Gate:
+    """The target's gate on `items` for one INT8 `emulation`, against `fp32`, FP32's reference of them."""
+    with OnnxRuntimeRunner("int8", emulation, threads=2) as int8:
         return target.gate(store, fp32, int8, items)
+
+
+def held_apart(store: ModelStore, target: Target, model: onnx.ModelProto, table: CalibrationTable, held: list,
+               scratch: Path) -> tuple[dict[str, Gate], dict[str, str]]:
+    """The gates that decide, one per renderer on the held-apart split, and what each renderer gives
+    TensorRT (`model`: the target's)."""
+    emulations = emulated_models(store.path(target.model), table, scratch)
+    fp32 = reference(store, target, held)
+    gates = {r: gate(store, target, emulations[r], held, fp32) for r in RENDERERS}
+    return gates, renderings(model, table, emulations["explicit"])
 
 
 def fidelity(reference: list[dict], runner: Runner, feeds: list[dict]) -> float:
@@ -154,10 +175,11 @@ def fidelity(reference: list[dict], runner: Runner, feeds: list[dict]) -> float:
     return 1.0 - float(max(errors))
 
 
-def sweep(store: ModelStore, target: Target, table: CalibrationTable, layers: list[str], tuning: list, feeds: list[dict],
-          scratch: Path, report: Report, limit: int) -> tuple[CalibrationTable, list[tuple[int, float]]]:
+def sweep(store: ModelStore, target: Target, table: CalibrationTable, layers: list[str], tuning: list, tuning_fp32: Any,
+          feeds: list[dict], scratch: Path, report: Report, limit: int) -> tuple[CalibrationTable, list[tuple[int, float]]]:
     """The table with the fewest FP16 layers (most sensitive first) that passes the tuning gate, and
-    the (layers in FP16, tuning-gate value) pairs tried on the way."""
+    the (layers in FP16, tuning-gate value) pairs tried on the way. `tuning_fp32`: FP32's reference of
+    the tuning split."""
     model_path = store.path(target.model)
     probe = spread(feeds, SENSITIVITY_FEEDS)
     with OnnxRuntimeRunner("fp32", model_path, threads=2) as fp32:
@@ -165,7 +187,7 @@ def sweep(store: ModelStore, target: Target, table: CalibrationTable, layers: li
     report(f"  sensitivity sweep over {len(layers)} weighted layers")
     gains = {}
     for i, layer in enumerate(layers, 1):
-        path = emulated_model(model_path, replace(table, fp16_nodes=(layer,)), "implicit", scratch / "sweep.onnx")
+        path = emulated_models(model_path, replace(table, fp16_nodes=(layer,)), scratch)["implicit"]
         with OnnxRuntimeRunner("sweep", path, threads=2) as runner:
             gains[layer] = fidelity(reference, runner, probe)
         if i % 5 == 0 or i == len(layers):
@@ -175,7 +197,7 @@ def sweep(store: ModelStore, target: Target, table: CalibrationTable, layers: li
 
     def attempt(count: int) -> Gate:
         kept = replace(table, fp16_nodes=tuple(order[:count]))
-        tried[count] = evaluate(store, target, kept, tuning, scratch, "implicit")
+        tried[count] = tuning_gate(store, target, kept, tuning, tuning_fp32, scratch)
         report(f"  {count} layer(s) in FP16: {tried[count].metric} = {tried[count].value:.4f} "
                f"({'pass' if tried[count].passed else 'fail'})")
         return tried[count]
@@ -196,10 +218,8 @@ def sweep(store: ModelStore, target: Target, table: CalibrationTable, layers: li
     return replace(table, fp16_nodes=kept, sensitivity={n: round(gains[n], 6) for n in kept}), curve
 
 
-def renderings(model_path: Path, model: onnx.ModelProto, table: CalibrationTable, scratch: Path) -> dict[str, str]:
-    """What each renderer gives TensorRT for this table (`model`: the one at `model_path`)."""
-    qdq = scratch / "explicit.qdq.onnx"
-    make_qdq_model(model_path, table, qdq)
+def renderings(model: onnx.ModelProto, table: CalibrationTable, qdq: Path) -> dict[str, str]:
+    """What each renderer gives TensorRT for this table (`model`: the one it was made for; `qdq`: its Q/DQ model)."""
     pairs = sum(1 for n in onnx.load(str(qdq), load_external_data=False).graph.node if n.op_type == "QuantizeLinear")
     scales = len(table.int8_amax(output_tensors(model, table.fp16_nodes)))
     int8 = len(int8_layers(model, table))
@@ -217,8 +237,7 @@ def check(name: str, store: ModelStore, tables: Path, data: Path | None = None) 
     table = read_table(path, store.entries()[target.model].sha256, tensor_names(model), set(weighted_layers(model)))
     dataset = target.dataset(store, data)
     with tempfile.TemporaryDirectory(prefix="orin-avatar-check-") as scratch:
-        gates = {r: evaluate(store, target, table, dataset.held, Path(scratch), r) for r in RENDERERS}
-        emits = renderings(model_path, model, table, Path(scratch))
+        gates, emits = held_apart(store, target, model, table, dataset.held, Path(scratch))
     layers = (len(int8_layers(model, table)), len(weighted_layers(model)))
     return Result(name, table, gates, layers, emits, path, sensitivity=table.sensitivity)
 

@@ -25,16 +25,15 @@ RENDERERS = ("implicit", "explicit")  # TensorRT 8.6/10.x (calibration cache), 1
 _NOT_ROUNDED = {"QuantizeLinear", "DequantizeLinear", "Cast", "Constant", "Shape", "Size"}
 
 
-def emulated_model(model_path: Path, table: CalibrationTable, renderer: str, dest: Path) -> Path:
-    """Write the emulation of `table` under `renderer` ("implicit" or "explicit") to `dest`."""
-    if renderer not in RENDERERS:
-        raise ValueError(f"renderer must be one of {', '.join(RENDERERS)}, got {renderer!r}")
-    make_qdq_model(model_path, table, dest)
-    if renderer == "implicit":
-        model = onnx.load(str(dest))
-        round_to_fp16(model)
-        onnx.save(model, str(dest))
-    return dest
+def emulated_models(model_path: Path, table: CalibrationTable, scratch: Path) -> dict[str, Path]:
+    """The emulation of `table` under each renderer, written to `scratch`. One Q/DQ model serves both:
+    it is the explicit emulation, and the implicit one is it with the rest rounded to FP16."""
+    explicit, implicit = (scratch / f"{model_path.stem}.{renderer}.onnx" for renderer in ("explicit", "implicit"))
+    make_qdq_model(model_path, table, explicit)
+    model = onnx.load(str(explicit))
+    round_to_fp16(model)
+    onnx.save(model, str(implicit))
+    return {"implicit": implicit, "explicit": explicit}
 
 
 def round_to_fp16(model: onnx.ModelProto) -> None:

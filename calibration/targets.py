@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -47,10 +47,13 @@ class Gate:
 
 @dataclass(frozen=True)
 class Target:
+    """`reference`: what FP32 makes of the items, computed once per split and `gate`d against each
+    INT8 emulation (a sweep tries several, a check two renderers)."""
     model: str
     dataset: Callable[[ModelStore, Path | None], data.Dataset]
     feeds: Callable[[ModelStore, list], list[Feeds]]
-    gate: Callable[[ModelStore, Runner, Runner, list], Gate]
+    reference: Callable[[ModelStore, Runner, list], Any]
+    gate: Callable[[ModelStore, Any, Runner, list], Gate]
     method: str = "entropy"  # the default range method (TensorRT's EntropyCalibration2, required for DLA)
     samples: int = 64  # calibration inputs, spread evenly over the tuning split
 
@@ -68,16 +71,21 @@ def _text_feeds(store: ModelStore, sentences: list[str]) -> list[Feeds]:
     return out
 
 
-def _text_gate(store: ModelStore, fp32: Runner, int8: Runner, sentences: list[str]) -> Gate:
-    """Embeddings close to FP32's, and the dialogue (embedded knowledge base, no LLM) choosing the same
-    intent, or the same "please rephrase", as it does with FP32."""
-    reference, quantized = (TextEncoder(r, store.path("text-tokenizer.json")) for r in (fp32, int8))
-    a, b = reference.embed(sentences), quantized.embed(sentences)
+def _text_choices(store: ModelStore, runner: Runner, sentences: list[str]) -> tuple[np.ndarray, list[str | None]]:
+    """The sentences' embeddings, and the intent (or None, "please rephrase") the dialogue (embedded
+    knowledge base, no LLM) chooses for each."""
+    encoder = TextEncoder(runner, store.path("text-tokenizer.json"))
+    dialogue = Dialogue(encoder, load_knowledge(), load_settings().dialogue)
+    return encoder.embed(sentences), [dialogue.answer(s).intent for s in sentences]
+
+
+def _text_gate(store: ModelStore, reference: tuple, int8: Runner, sentences: list[str]) -> Gate:
+    """Embeddings close to FP32's, and the dialogue choosing the same intent, or the same "please
+    rephrase", as it does with FP32."""
+    (a, intents), (b, quantized) = reference, _text_choices(store, int8, sentences)
     cosines = np.sum(a * b, axis=1)
     cosine = float(np.mean(cosines))
-    settings = load_settings().dialogue
-    dialogues = [Dialogue(encoder, load_knowledge(), settings) for encoder in (reference, quantized)]
-    same = float(np.mean([dialogues[0].answer(s).intent == dialogues[1].answer(s).intent for s in sentences]))
+    same = float(np.mean([x == y for x, y in zip(intents, quantized)]))
     return Gate(f"mean cosine (min {cosines.min():.3f}); intent kept {same:.1%}", cosine, ">= 0.99; >= 99%",
                 cosine >= 0.99 and same >= 0.99)
 
@@ -95,13 +103,16 @@ def _best_overlap(box: tuple, others: list) -> float:
 CONFIDENT = 0.75  # faces FP32 is unsure of (scores near the 0.5 threshold) may flip either way
 
 
-def _face_gate(store: ModelStore, fp32: Runner, int8: Runner, images: list) -> Gate:
+def _faces(store: ModelStore, runner: Runner, images: list) -> list[list]:
+    detector = FaceDetector(runner)
+    return [detector.detect(image) for image in images]
+
+
+def _face_gate(store: ModelStore, reference: list[list], int8: Runner, images: list) -> Gate:
     """INT8 finds every face FP32 finds confidently, with boxes of mean IoU >= 0.9 to FP32's, and
     finds nothing confidently where FP32 found nothing."""
-    reference, quantized = FaceDetector(fp32), FaceDetector(int8)
     overlaps, new = [], 0
-    for image in images:
-        expected, got = reference.detect(image), quantized.detect(image)
+    for expected, got in zip(reference, _faces(store, int8, images)):
         overlaps += [_best_overlap(f.box, got) for f in expected if f.score >= CONFIDENT]
         new += sum(1 for g in got if g.score >= CONFIDENT and _best_overlap(g.box, expected) < 0.5)
     lost = sum(1 for o in overlaps if o < 0.5)
@@ -133,13 +144,16 @@ def corpus_wer(recognizer: SpeechRecognizer, clips: list) -> float:
     return errors / max(1, sum(len(words(c.text)) for c in scored))
 
 
-def _encoder_gate(store: ModelStore, fp32: Runner, int8: Runner, clips: list) -> Gate:
+def _encoder_wer(store: ModelStore, encoder: Runner, clips: list) -> float:
+    """The corpus word error rate with `encoder`, decoded in full by the FP32 decoder."""
     from engines.onnxrt_runner import OnnxRuntimeRunner
 
     with OnnxRuntimeRunner("asr-decoder", store.path("asr-decoder.onnx"), threads=2) as decoder:
-        vocabulary = store.path("asr-tokenizer.bin")
-        wer_fp32 = corpus_wer(SpeechRecognizer(fp32, decoder, vocabulary), clips)
-        wer_int8 = corpus_wer(SpeechRecognizer(int8, decoder, vocabulary), clips)
+        return corpus_wer(SpeechRecognizer(encoder, decoder, store.path("asr-tokenizer.bin")), clips)
+
+
+def _encoder_gate(store: ModelStore, wer_fp32: float, int8: Runner, clips: list) -> Gate:
+    wer_int8 = _encoder_wer(store, int8, clips)
     delta = (wer_int8 - wer_fp32) * 100
     return Gate(f"WER points over FP32 ({wer_fp32 * 100:.1f}% -> {wer_int8 * 100:.1f}%)", delta, "<= 1.0", delta <= 1.0)
 
@@ -169,12 +183,14 @@ def _utterances(vad: VoiceActivityDetector, audio: np.ndarray, settings: Endpoin
     return probabilities >= settings.vad_threshold, found
 
 
-def _vad_gate(store: ModelStore, fp32: Runner, int8: Runner, clips: list) -> Gate:
+def _vad_decisions(store: ModelStore, runner: Runner, clips: list) -> list[tuple[np.ndarray, list[Utterance]]]:
     settings = load_settings().endpoint
+    return [_utterances(VoiceActivityDetector(runner), clip.audio, settings) for clip in clips]
+
+
+def _vad_gate(store: ModelStore, reference: list, int8: Runner, clips: list) -> Gate:
     agree, frames, moved = 0, 0, 0
-    for clip in clips:
-        (decided_a, ends_a), (decided_b, ends_b) = (_utterances(VoiceActivityDetector(r), clip.audio, settings)
-                                                    for r in (fp32, int8))
+    for (decided_a, ends_a), (decided_b, ends_b) in zip(reference, _vad_decisions(store, int8, clips)):
         agree += int(np.sum(decided_a == decided_b))
         frames += decided_a.size
         if len(ends_a) != len(ends_b):
@@ -187,11 +203,13 @@ def _vad_gate(store: ModelStore, fp32: Runner, int8: Runner, clips: list) -> Gat
 
 
 TARGETS: dict[str, Target] = {
-    "face": Target("face.onnx", lambda store, d: data.photos(d), _face_feeds, _face_gate),
+    "face": Target("face.onnx", lambda store, d: data.photos(d), _face_feeds, _faces, _face_gate),
     # min-max ranges: entropy clips the activation outliers BERT depends on.
-    "text": Target("text.onnx", lambda store, d: data.sentences(d), _text_feeds, _text_gate, method="minmax"),
+    "text": Target("text.onnx", lambda store, d: data.sentences(d), _text_feeds, _text_choices, _text_gate,
+                   method="minmax"),
     # Percentile ranges: with entropy ranges even 34 of 68 layers in FP16 missed the held-apart gate
     # (+4.3 WER points); with percentile ones, 7 pass it (docs/int8.md).
-    "asr-encoder": Target("asr-encoder.onnx", data.speech, _encoder_feeds, _encoder_gate, method="percentile"),
-    "vad": Target("vad.onnx", data.speech, _vad_feeds, _vad_gate, samples=2048),
+    "asr-encoder": Target("asr-encoder.onnx", data.speech, _encoder_feeds, _encoder_wer, _encoder_gate,
+                          method="percentile"),
+    "vad": Target("vad.onnx", data.speech, _vad_feeds, _vad_decisions, _vad_gate, samples=2048),
 }

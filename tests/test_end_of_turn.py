@@ -29,6 +29,12 @@ def detector(store):
     return catalog.load_end_of_turn(store, 2)
 
 
+@pytest.fixture(scope="module")
+def pause_cases(store):
+    """Each split of the evaluation set, synthesized once for the module's tests."""
+    return {split: load_cases(store, split) for split in ("tuning", "held-apart")}
+
+
 def test_features_are_whisper_feature_extractors(beckett):
     from transformers import WhisperFeatureExtractor
 
@@ -76,18 +82,17 @@ def test_the_turn_records_the_verdict_and_the_hangover_it_chose(make_conversatio
 
     audio = resample(tts.say("How much is a ticket for a student?"), tts.sample_rate, 16000)
     # Not in real time: the verdict is in by the pause's next frame however loaded the machine, and decides.
-    endpoint = ENDPOINT
-    assert SPECULATE_AFTER_MS + 32 < endpoint.min_hangover_ms
-    conversation = make_conversation(endpoint=endpoint, end_of_turn=detector)
+    assert SPECULATE_AFTER_MS + 32 < ENDPOINT.min_hangover_ms
+    conversation = make_conversation(endpoint=ENDPOINT, end_of_turn=detector)
     play_visit(conversation, [Question(np.concatenate([np.zeros(8000, np.float32), audio]), "tickets")], realtime=False)
     (turn,) = conversation.turns
     report = turn_report(turn)["end_of_turn"]
     assert turn.end_of_turn is not None and report["verdict"] in ("complete", "incomplete")
     assert report["cost_ms"] > 0 and 0 <= report["probability"] <= 1
     if turn.end_of_turn.complete:  # the short hangover: the verdict came after SPECULATE_AFTER_MS and a frame
-        assert abs(report["hangover_ms"] - endpoint.min_hangover_ms) <= 32
+        assert abs(report["hangover_ms"] - ENDPOINT.min_hangover_ms) <= 32
     else:
-        assert abs(report["hangover_ms"] - endpoint.max_hangover_ms) <= 32  # one frame
+        assert abs(report["hangover_ms"] - ENDPOINT.max_hangover_ms) <= 32  # one frame
     assert "end-of-turn" in conversation.runners()
 
 
@@ -105,9 +110,8 @@ def test_a_failing_model_leaves_the_fixed_hangover_and_says_so(make_conversation
     assert "the end-of-turn model failed" in caplog.text
 
 
-def test_the_evaluation_set_has_both_splits_with_real_pauses_and_the_fixed_hangover_cuts_each_pause(store, vad):
-    splits = {split: load_cases(store, split) for split in ("tuning", "held-apart")}
-    for cases in splits.values():
+def test_the_evaluation_set_has_both_splits_with_real_pauses_and_the_fixed_hangover_cuts_each_pause(pause_cases, vad):
+    for cases in pause_cases.values():
         assert len(cases) >= 30 and len({c.voice for c in cases}) >= 4
         paused = [c for c in cases if c.pause_ms]
         assert len(paused) == len(cases) // 2 and {c.pause_ms for c in paused} <= set(PAUSES_MS)
@@ -115,18 +119,18 @@ def test_the_evaluation_set_has_both_splits_with_real_pauses_and_the_fixed_hango
             quiet = np.abs(case.audio[8000:case.speech_end]) < 1e-3
             runs = np.diff(np.flatnonzero(np.diff(np.concatenate([[0], quiet.astype(int), [0]]))))[::2]
             assert runs.max() >= 0.9 * case.pause_ms * 16, case.text
-    assert not {c.text for c in splits["tuning"]} & {c.text for c in splits["held-apart"]}  # no question in both
-    results = evaluate(splits["held-apart"][:8], vad, None, ENDPOINT)  # 400 ms of silence ends every 600-1000 ms pause
+    assert not {c.text for c in pause_cases["tuning"]} & {c.text for c in pause_cases["held-apart"]}  # no question in both
+    results = evaluate(pause_cases["held-apart"][:8], vad, None, ENDPOINT)  # 400 ms of silence ends every 600-1000 ms pause
     assert [r.cut for r in results] == [bool(r.case.pause_ms) for r in results]
 
 
-def test_a_hesitation_after_open_words_is_waited_for_and_straight_questions_are_not(store, vad, asr):
+def test_a_hesitation_after_open_words_is_waited_for_and_straight_questions_are_not(pause_cases, vad, asr):
     """The tuning split's questions whose hesitation comes after "the", "if" or "to": with the fixed
     hangover every hesitation is cut; with open words waited on (the real recogniser on each pause,
     its words arriving 150 ms after the pause began, what it takes on the development PC: a clock
     of the test's, not of a loaded machine) none is, and the same questions said straight through
     wait no longer than without it."""
-    cases = [c for c in load_cases(store, "tuning") if c.text.partition("|")[0].split()[-1].lower() in OPEN_WORDS]
+    cases = [c for c in pause_cases["tuning"] if c.text.partition("|")[0].split()[-1].lower() in OPEN_WORDS]
     fixed = dataclasses.replace(ENDPOINT, end_of_turn=False)
     before = evaluate(cases, vad, None, fixed)
     assert len(cases) >= 8 and all(r.cut for r in before if r.case.pause_ms)
@@ -136,12 +140,12 @@ def test_a_hesitation_after_open_words_is_waited_for_and_straight_questions_are_
     assert all(r.heard for r in results)
 
 
-def test_the_conversation_waits_out_a_hesitation_after_open_words(make_conversation, store, tts):
+def test_the_conversation_waits_out_a_hesitation_after_open_words(make_conversation, pause_cases, tts):
     """Heard whole; and a visitor who stops after "Is it possible to" for good is answered after the long
     hangover, the turn saying why."""
     from device.audio_file import resample
 
-    (case,) = [c for c in load_cases(store, "tuning") if c.text.startswith("Where is the") and c.pause_ms]
+    (case,) = [c for c in pause_cases["tuning"] if c.text.startswith("Where is the") and c.pause_ms]
     endpoint = dataclasses.replace(ENDPOINT, end_of_turn=False, wait_after_open_words=True)
     conversation = make_conversation(endpoint=endpoint)
     unfinished = resample(tts.say("Is it possible to"), tts.sample_rate, 16000)
@@ -155,10 +159,9 @@ def test_the_conversation_waits_out_a_hesitation_after_open_words(make_conversat
 
 
 def test_a_question_the_robot_is_sure_of_is_answered_sooner_and_the_visits_pause_is_still_bridged(make_conversation):
-    """With `end_on_known_question`: "Hello" ends at its words, not after the fixed hangover (a short
-    one: its recognition is back well before); "Excuse me, ... where are the restrooms?" is still one
-    question ("Excuse me" is no known question). Each pause's words judged by its next frame (not in
-    real time), so a loaded machine does not decide it."""
+    """With `end_on_known_question`: "Hello" ends at its words, not after the fixed hangover; "Excuse me,
+    ... where are the restrooms?" is still one question ("Excuse me" is no known question). Each pause's
+    words judged by its next frame (not in real time), so a loaded machine does not decide it."""
     endpoint = dataclasses.replace(ENDPOINT, end_of_turn=False, wait_after_open_words=True, end_on_known_question=True)
     conversation = make_conversation(endpoint=endpoint)
     play_visit(conversation, [q for q in bundled_questions() if q.name in ("01-hello.wav", "03-restrooms.wav")], realtime=False)

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from calibration.emulation import emulated_model
+from calibration.emulation import emulated_models
 from engines.calibration_table import read_table, render_trt_cache, table_from_trt_cache
 from engines.model_specs import MODELS
 from engines.onnxrt_runner import OnnxRuntimeRunner
@@ -86,8 +86,8 @@ def test_int8_layers_get_qdq_inputs_per_channel_weights_and_no_qdq_outputs(store
 
 
 def test_the_implicit_emulation_rounds_what_is_not_int8_to_fp16(store, face_table, face_model, tmp_path):
-    path = emulated_model(store.path("face.onnx"), face_table, "implicit", tmp_path / "implicit.onnx")
-    model = onnx.load(str(path))
+    emulations = emulated_models(store.path("face.onnx"), face_table, tmp_path)
+    model = onnx.load(str(emulations["implicit"]))
     quantized = {n.input[0] for n in model.graph.node if n.op_type == "QuantizeLinear"}
     rounded = {n.input[0].removesuffix("__fp32") for n in model.graph.node if n.op_type == "Cast"
                and n.attribute[0].i == onnx.TensorProto.FLOAT16}
@@ -95,11 +95,11 @@ def test_the_implicit_emulation_rounds_what_is_not_int8_to_fp16(store, face_tabl
     assert kept.output[0] in rounded and not set(kept.input) & quantized  # the FP16 layer: FP16 in and out
     float_ops = [n for n in face_model.graph.node if n.op_type in ("Add", "Relu", "MaxPool")]
     assert float_ops and all(n.output[0] in rounded for n in float_ops)
-    explicit = onnx.load(str(emulated_model(store.path("face.onnx"), face_table, "explicit", tmp_path / "explicit.onnx")))
+    explicit = onnx.load(str(emulations["explicit"]))
     assert not any(n.op_type == "Cast" for n in explicit.graph.node)
     golden = MODELS["face"].golden()
-    with (OnnxRuntimeRunner("fp32", store.path("face.onnx")) as fp32, OnnxRuntimeRunner("implicit", path) as implicit,
-          OnnxRuntimeRunner("explicit", tmp_path / "explicit.onnx") as explicit_runner):
+    with (OnnxRuntimeRunner("fp32", store.path("face.onnx")) as fp32, OnnxRuntimeRunner("implicit", emulations["implicit"]) as implicit,
+          OnnxRuntimeRunner("explicit", emulations["explicit"]) as explicit_runner):
         want = fp32.infer(golden)
         for runner in (implicit, explicit_runner):
             got = runner.infer(golden)

@@ -219,9 +219,8 @@ class Conversation:
                 if self.end_of_turn is not None:
                     self._judging = self._judge_pool.submit(self._judge, event)
             elif isinstance(event, SpeechResumed):
-                for pending in (self._speculative[1] if self._speculative else None, self._pause_words, self._judging):
-                    if pending is not None:
-                        pending.cancel()  # only drops it if it has not started yet
+                for pending in self._pause_work():
+                    pending.cancel()  # only drops it if it has not started yet
                 self._speculative = self._pause_words = self._judging = None
             elif isinstance(event, Utterance):
                 self._submit(event)
@@ -233,9 +232,12 @@ class Conversation:
         are done (the feeding thread, between frames). Audio played faster than a microphone outruns
         them, and every pause would end on the fixed hangover; waiting gives each the next frame, as
         a live conversation on a machine fast enough for them has it."""
-        for pending in (self._speculative[1] if self._speculative else None, self._pause_words, self._judging):
-            if pending is not None:
-                wait([pending])
+        wait(self._pause_work())
+
+    def _pause_work(self) -> list[Future]:
+        """The current pause's recognition, words judgement and verdict still pending."""
+        work = (self._speculative[1] if self._speculative else None, self._pause_words, self._judging)
+        return [pending for pending in work if pending is not None]
 
     def _words_of(self, heard: Future[Transcript]) -> Words:
         """On the recognition thread, right after the pause's words: what they are. The dialogue's text
