@@ -42,8 +42,11 @@ def test_bench_turn_on_a_directory_of_recorded_and_synthesized_questions(tmp_pat
     assert overall["runs"] == 4 and overall["p50"] <= overall["p95"] <= overall["p99"]
     assert plot_path.stat().st_size > 10000 and plot_path.read_bytes()[:4] == b"\x89PNG"
 
-    result = run_cli("bench", "turn", "--audio", str(questions), "--repeat", "1", "--compare", str(report_path))
+    # without the speech cache (which also spares this run the cache's start-up synthesis)
+    result = run_cli("bench", "turn", "--audio", str(questions), "--repeat", "1", "--no-cache",
+                     "--compare", str(report_path))
     assert result.returncode == 0, result.stderr
+    assert "speech cache off" in result.stdout and report["speech_cache"]
     assert "ratio to the earlier report" in result.stdout and "turn" in result.stdout
 
 

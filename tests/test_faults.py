@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 
+import cv2
 import numpy as np
 import pytest
 
@@ -109,8 +110,24 @@ def test_the_file_display_writes_its_video_on_a_clean_stop(tmp_path):
     sink = VideoFileSink(tmp_path / "avatar.mp4", 160, 120, 10)
     for _ in range(10):
         sink.show(np.zeros((120, 160, 3), np.uint8))
+    with pytest.raises(ValueError, match="frame"):  # ffmpeg would take its bytes as part of other frames
+        sink.show(np.zeros((100, 160, 3), np.uint8))
     assert sink.close() == [tmp_path / "avatar.mp4"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["avatar.mp4"]
+    assert cv2.VideoCapture(str(tmp_path / "avatar.mp4")).get(cv2.CAP_PROP_FRAME_COUNT) == 10
+
+
+def test_without_ffmpeg_the_file_display_leaves_its_video_and_the_audio_beside_it(tmp_path, monkeypatch, caplog):
+    from device.avatar.display import VideoFileSink
+
+    monkeypatch.setenv("PATH", str(tmp_path / "no-ffmpeg-here"))
+    sink = VideoFileSink(tmp_path / "avatar.mp4", 160, 120, 10)
+    for _ in range(10):
+        sink.show(np.zeros((120, 160, 3), np.uint8))
+    written = sink.close(np.zeros(22050, np.float32), 22050)
+    assert written == [tmp_path / "avatar.video.avi", tmp_path / "avatar.wav"]
+    assert "ffmpeg is not installed" in caplog.text
+    assert cv2.VideoCapture(str(written[0])).get(cv2.CAP_PROP_FRAME_COUNT) == 10
 
 
 def test_losing_the_x_server_drops_the_display_not_the_process(tmp_path):

@@ -70,6 +70,15 @@ class NullSink:
         pass
 
 
+def child_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a child process, 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 class WindowSink:
     """A borderless fullscreen window, drawn by a child process that owns the X connection."""
 
@@ -97,11 +106,7 @@ class WindowSink:
         return True
 
     def helper_cpu_seconds(self) -> float:
-        try:
-            fields = Path(f"/proc/{self._child.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+        return child_cpu_seconds(self._child.pid)
 
     def close(self) -> None:
         self._child.terminate()
@@ -182,48 +187,77 @@ def screen_shows(frame: np.ndarray, rect: tuple[int, int, int, int]) -> bool | N
 
 
 class VideoFileSink:
-    """Frames to a video file; `close(audio)` muxes the reply audio in with ffmpeg when it is
-    installed (MP4 or MKV), otherwise leaves the video and a WAV beside it."""
+    """Frames to a video file (MP4 or MKV). With ffmpeg installed the raw frames are piped to its
+    H.264 encoder as they come (one encoding; an intermediate MJPG file cost twice the time) and
+    `close(audio)` muxes the reply audio in; without it, OpenCV writes an MJPG AVI and a WAV beside it."""
 
     name = "file"
-    helper_cpu_seconds = NullSink.helper_cpu_seconds
 
     def __init__(self, path: Path, width: int, height: int, fps: float) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._silent = self.path.with_suffix(".video.avi")
-        self._writer = cv2.VideoWriter(str(self._silent), cv2.VideoWriter_fourcc(*"MJPG"), fps, (width, height))
-        if not self._writer.isOpened():
-            raise OSError(f"OpenCV cannot write video to {self._silent}")
         self.frames = 0
+        self._ffmpeg = shutil.which("ffmpeg")
+        self._writer = self._encoder = None
+        if self._ffmpeg is None:
+            self._silent = self.path.with_suffix(".video.avi")
+            self._writer = cv2.VideoWriter(str(self._silent), cv2.VideoWriter_fourcc(*"MJPG"), fps, (width, height))
+            if not self._writer.isOpened():
+                raise OSError(f"OpenCV cannot write video to {self._silent}")
+            return
+        self._silent, self._shape = self.path.with_suffix(".video" + self.path.suffix), (height, width, 3)
+        self._encoder = subprocess.Popen(
+            [self._ffmpeg, "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "bgr24", "-s", f"{width}x{height}",
+             "-r", f"{fps:g}", "-i", "-", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-preset", "veryfast", str(self._silent)],
+            stdin=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)  # a Ctrl-C is ours to handle
+
+    def helper_cpu_seconds(self) -> float:
+        """The encoder's CPU time (ffmpeg's process)."""
+        return 0.0 if self._encoder is None else child_cpu_seconds(self._encoder.pid)
 
     def show(self, frame: np.ndarray) -> bool:
-        self._writer.write(frame)
+        if self._encoder is None:
+            self._writer.write(frame)
+        else:
+            if frame.shape != self._shape:
+                raise ValueError(f"a {frame.shape} frame for a {self._shape} video")
+            try:
+                self._encoder.stdin.write(np.ascontiguousarray(frame, np.uint8).data)
+            except BrokenPipeError:  # ffmpeg ended; close() says why
+                return False
         self.frames += 1
         return True
 
     def close(self, audio: np.ndarray | None = None, rate: int = 22050) -> list[Path]:
         """The files written: the video at `path` (with `audio` muxed in, when given) when ffmpeg is
         installed, else the video and a WAV beside it."""
-        self._writer.release()
         wav = None
         if audio is not None:
             wav = self.path.with_suffix(".wav")
             write_wav(wav, audio, rate)
-        ffmpeg = shutil.which("ffmpeg")
-        if ffmpeg is None:
+        kept = [self._silent] + ([wav] if wav else [])
+        if self._encoder is None:
+            self._writer.release()
             log.warning("ffmpeg is not installed: the avatar video stays %s%s", self._silent, f" with its audio {wav}" if wav else "")
-            return [self._silent] + ([wav] if wav else [])
-        codec = ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-preset", "veryfast"] if self.path.suffix == ".mp4" else ["-c:v", "copy"]
-        sound = ["-i", str(wav), "-c:a", "aac", "-shortest"] if wav else ["-an"]
-        command = [ffmpeg, "-y", "-loglevel", "error", "-i", str(self._silent), *sound[:2], *codec, *sound[2:], str(self.path)]
+            return kept
+        try:
+            self._encoder.stdin.close()
+        except BrokenPipeError:
+            pass
+        error = self._encoder.stderr.read().decode(errors="replace").strip()
+        if self._encoder.wait() != 0:
+            log.warning("ffmpeg could not encode %s (%s)", self._silent, error[-300:])
+            return [p for p in kept if p.exists()]
+        if wav is None:
+            return [self._silent.replace(self.path)]
+        command = [self._ffmpeg, "-y", "-loglevel", "error", "-i", str(self._silent), "-i", str(wav), "-c:v", "copy",
+                   "-c:a", "aac", "-shortest", str(self.path)]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             log.warning("ffmpeg could not write %s (%s); the video stays %s", self.path, result.stderr.strip()[-300:], self._silent)
-            return [self._silent] + ([wav] if wav else [])
+            return kept
         self._silent.unlink()
-        if wav:
-            wav.unlink()
+        wav.unlink()
         return [self.path]
 
 

@@ -11,6 +11,7 @@ one, or an array of several (the same room heard at each of them), each with its
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -58,8 +59,20 @@ def load_questions(store, split: str, threads: int = 1, limit: int | None = None
     rows = [q for q in listing["question"] if q["split"] == split][:limit]
     questions = [HallQuestion(q["text"], q["intent"], VOICES[i % len(VOICES)].name,
                               speak(voices, VOICES[i % len(VOICES)], q["text"])[0]) for i, q in enumerate(rows)]
+    key = (store.root, split)
+    if key not in _TALKERS:
+        _TALKERS[key] = _talkers(store, split, voices, listing["babble"][split])
+    return questions, list(_TALKERS[key])
+
+
+# The talkers of a store's split, made once per process: the voices are pinned and speak without
+# random variation, so the streams are always the same, and synthesizing them takes about 20 s of
+# two cores (every hall measurement and its tests would pay it again).
+_TALKERS: dict[tuple[Path, str], tuple[np.ndarray, ...]] = {}
+
+
+def _talkers(store, split: str, voices, sentences: list[str]) -> tuple[np.ndarray, ...]:
     rng = np.random.default_rng(SPLITS.index(split))
-    sentences = listing["babble"][split]
     talkers = []
     for voice in VOICES:  # each voice says every sentence once, in its own order, with short gaps
         order = rng.permutation(len(sentences))
@@ -68,7 +81,9 @@ def load_questions(store, split: str, threads: int = 1, limit: int | None = None
                                        for s in said]))
     reader = read_audio(store.path(READERS[split]))
     talkers += [reader, np.roll(reader, len(reader) // 2)]
-    return questions, talkers
+    for stream in talkers:
+        stream.setflags(write=False)  # shared by every caller
+    return tuple(talkers)
 
 
 class Hall:
