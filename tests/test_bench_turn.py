@@ -64,8 +64,8 @@ def test_bench_turn_with_an_llm_reports_its_time_to_first_word(tmp_path, tts, ll
     soundfile.write(questions / "cafe.wav", np.concatenate([np.zeros(6000, np.float32), asked]), 22050)
     report_path, config = tmp_path / "report.json", tmp_path / "orin-avatar.toml"
     config.write_text("[llm]\nfirst_token_s = 10.0\n")  # this 2-core CPU reads a grounded prompt in 1-2 s
-    result = run_cli("--config", str(config), "bench", "turn", "--audio", str(questions), "--repeat", "1",
-                     "--llm", llm_line.url, "--json", str(report_path))
+    result = run_cli("--config", str(config), "bench", "turn", "--audio", str(questions), "--repeat", "1", "--no-cache",
+                     "--llm", llm_line.url, "--json", str(report_path))  # the cache's answers: the directory's test
     assert result.returncode == 0, result.stderr
     report = json.loads(report_path.read_text())
     assert report["llm"] == llm_line.url and report["turns_answered"] == 2
