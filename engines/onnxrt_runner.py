@@ -6,10 +6,22 @@ synthesis see new tensor shapes on almost every call, so a daemon's memory ratch
 sentences). The run option "memory.enable_memory_arena_shrinkage" (onnxruntime_run_options_config_keys.h)
 returns the regions a run leaves unused; it costs that run fresh pages, so a runner asks for it at most
 every SHRINK_EVERY_S (the voice stays at about 150 MB, synthesis time within noise).
+
+Optimizing a graph is most of what loading it costs (on two cores the recogniser's decoder takes 2.2 s
+to load, 0.35 s unoptimized), and every start of the daemon or a command did it again. So a runner
+given an `optimized` path keeps ONNX Runtime's optimized graph there on its first load (the session
+option `optimized_model_filepath`) and afterwards loads that with optimization off. The file is made
+for one machine (at the "all" level ONNX Runtime lays out weights for the CPU it runs on), so its
+name carries the model's sha256, ONNX Runtime's version and the CPU (`optimized_name`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import logging
+import os
+import platform
 import time
 from pathlib import Path
 from typing import Callable
@@ -21,16 +33,39 @@ from engines.runner import Feeds, Runner
 
 
 SHRINK_EVERY_S = 30.0
+log = logging.getLogger(__name__)
+
+
+def optimized_name(model: Path, sha256: str) -> str:
+    """The file name of `model`'s optimized graph for this machine and ONNX Runtime."""
+    import onnxruntime as ort
+
+    return f"{model.stem}@{sha256[:16]}-ort{ort.__version__}-{_cpu_tag()}.onnx"
+
+
+def _cpu_tag() -> str:
+    """The CPU's architecture and a short hash of its feature flags (what ONNX Runtime's kernels choose by)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    features = next((line for line in lines if line.startswith(("flags", "Features"))), "")
+    return f"{platform.machine()}-{hashlib.sha256(features.encode()).hexdigest()[:8]}"
 
 
 class OnnxRuntimeRunner(Runner):
     """Runs an ONNX file with ONNX Runtime's CPU execution provider."""
 
-    def __init__(self, name: str, path: Path, threads: int = 1, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, name: str, path: Path, threads: int = 1, clock: Callable[[], float] = time.monotonic,
+                 optimized: Path | None = None) -> None:
+        """`optimized`: where this machine's optimized graph of `path` is kept (made on the first load),
+        or None to optimize on every load."""
         super().__init__(name)
         self.path = path
         self.threads = threads
         self.clock = clock
+        self.optimized = optimized
+        self.loaded_from: Path | None = None  # the file the session was made from
         self._session = None
         self._outputs: list[str] = []
         self._shrink = None  # run options that give the arena's unused regions back
@@ -51,22 +86,64 @@ class OnnxRuntimeRunner(Runner):
     def _activate(self) -> None:
         import onnxruntime as ort
 
+        self._session = self._load_optimized(ort) or self._optimize_and_keep(ort) or self._open(ort, self.path)
+        self._outputs = [o.name for o in self._session.get_outputs()]
+        self._shrink = ort.RunOptions()
+        self._shrink.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+
+    def _options(self, ort, optimize: bool = True):
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        if not optimize:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        return options
+
+    def _open(self, ort, path: Path, options=None):
         try:
-            self._session = ort.InferenceSession(
-                str(self.path), options, providers=["CPUExecutionProvider"]
-            )
+            session = ort.InferenceSession(str(path), options or self._options(ort), providers=["CPUExecutionProvider"])
         except Exception as exc:  # ORT raises several unrelated exception types
             raise RunnerError(
-                f"ONNX Runtime could not load {self.name} from {self.path}: {exc}. "
+                f"ONNX Runtime could not load {self.name} from {path}: {exc}. "
                 "Run 'orin-avatar models sync' to repair the model store."
             ) from exc
-        self._outputs = [o.name for o in self._session.get_outputs()]
-        self._shrink = ort.RunOptions()
-        self._shrink.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+        self.loaded_from = path
+        return session
+
+    def _load_optimized(self, ort):
+        """The session from the kept optimized graph, or None (none kept, or one that does not load: removed)."""
+        if self.optimized is None or not self.optimized.is_file():
+            return None
+        try:
+            return self._open(ort, self.optimized, self._options(ort, optimize=False))
+        except RunnerError as exc:
+            log.warning("%s: the optimized graph %s does not load (%s); optimizing the model again", self.name,
+                        self.optimized, exc.__cause__)
+            self.optimized.unlink(missing_ok=True)
+            return None
+
+    def _optimize_and_keep(self, ort):
+        """The session from the model, its optimized graph kept at `optimized` (older ones of the model
+        removed); None when it cannot be kept there (a read-only or full disk): then it is not kept."""
+        if self.optimized is None:
+            return None
+        partial = self.optimized.with_name(f"{self.optimized.name}.{os.getpid()}.partial")  # renamed when whole
+        options = self._options(ort)
+        options.optimized_model_filepath = str(partial)
+        try:
+            self.optimized.parent.mkdir(parents=True, exist_ok=True)
+            session = self._open(ort, self.path, options)
+            for older in self.optimized.parent.glob(f"{self.path.stem}@*.onnx"):
+                older.unlink(missing_ok=True)
+            partial.replace(self.optimized)
+        except (OSError, RunnerError) as exc:
+            log.info("%s: its optimized graph is not kept at %s (%s); the model is optimized on every load",
+                     self.name, self.optimized, exc)
+            with contextlib.suppress(OSError):
+                partial.unlink(missing_ok=True)
+            return None
+        return session
 
     def _infer(self, feeds: Feeds) -> dict[str, np.ndarray]:
         options, now = None, self.clock()

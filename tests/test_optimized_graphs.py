@@ -1,0 +1,66 @@
+"""ONNX Runtime's optimized graphs kept in the model store: made on a model's first load and loaded by
+the next with the same outputs; one that does not load is made again, and where none can be kept the
+model still loads."""
+
+from __future__ import annotations
+
+import logging
+
+from engines.backends import OPTIMIZED_DIR, open_runner
+from engines.model_specs import MODELS
+from engines.onnxrt_runner import OnnxRuntimeRunner, optimized_name
+
+from device.models.asr import SpeechRecognizer
+
+NAME = "asr-decoder"  # the model whose optimizing takes longest: 2.2 s of its 2.6 s load on two cores
+
+
+def _load(store, asr, beckett, optimized=None) -> tuple:
+    """Where the decoder's session came from, and the tokens it decodes from a real recording (and the
+    first step's logits)."""
+    with OnnxRuntimeRunner(NAME, store.path(MODELS[NAME].model), threads=2, optimized=optimized) as decoder:
+        recognizer = SpeechRecognizer(asr.encoder, decoder, store.path("asr-tokenizer.bin"))
+        return decoder.loaded_from, recognizer.transcribe(beckett[:5 * 16000]).tokens
+
+
+def _kept(store, directory):
+    model = MODELS[NAME].model
+    return directory / optimized_name(store.path(model), store.entries()[model].sha256)
+
+
+def test_the_first_load_keeps_the_optimized_graph_and_the_next_load_uses_it(store, asr, beckett, tmp_path):
+    kept = _kept(store, tmp_path)
+    older = tmp_path / f"{NAME}@0123456789abcdef-ort1.16.0-x86_64-00000000.onnx"  # the model's, by an older ONNX Runtime
+    another = tmp_path / f"{NAME}-other@0123456789abcdef-ort1.16.0-x86_64-00000000.onnx"  # another model's
+    for path in (older, another):
+        path.write_bytes(b"kept before")
+    model = store.path(MODELS[NAME].model)
+    plain_from, plain = _load(store, asr, beckett)
+    first_from, first = _load(store, asr, beckett, kept)
+    second_from, second = _load(store, asr, beckett, kept)
+    assert (plain_from, first_from, second_from) == (model, model, kept)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([kept.name, another.name])  # no partial file left
+    assert len(plain) > 5 and first == second == plain
+
+
+def test_an_optimized_graph_that_does_not_load_is_made_again(store, asr, beckett, tmp_path, caplog):
+    kept = _kept(store, tmp_path)
+    kept.write_bytes(b"\x08\x07 cut short by a power loss")
+    loaded_from, _ = _load(store, asr, beckett, kept)
+    assert loaded_from == store.path(MODELS[NAME].model)
+    assert f"the optimized graph {kept} does not load" in caplog.text
+    assert _load(store, asr, beckett, kept)[0] == kept
+
+
+def test_where_no_optimized_graph_can_be_kept_the_model_loads_all_the_same(store, asr, beckett, tmp_path, caplog):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    caplog.set_level(logging.INFO)
+    loaded_from, tokens = _load(store, asr, beckett, blocked / "graphs" / "decoder.onnx")
+    assert loaded_from == store.path(MODELS[NAME].model) and tokens
+    assert "is optimized on every load" in caplog.text and blocked.read_text() == "not a directory"
+
+
+def test_the_runners_of_the_product_keep_theirs_in_the_model_store(store):
+    with open_runner(store, "vad") as runner:
+        assert runner.optimized.parent == store.root / OPTIMIZED_DIR and runner.optimized.is_file()
