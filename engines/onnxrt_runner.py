@@ -125,7 +125,8 @@ class OnnxRuntimeRunner(Runner):
 
     def _optimize_and_keep(self, ort):
         """The session from the model, its optimized graph kept at `optimized` (older ones of the model
-        removed); None when it cannot be kept there (a read-only or full disk): then it is not kept."""
+        removed). None when no session was made this way (the graph cannot be written there, a read-only
+        or full disk, or the model does not load: the caller's plain load says which)."""
         if self.optimized is None:
             return None
         partial = self.optimized.with_name(f"{self.optimized.name}.{os.getpid()}.partial")  # renamed when whole
@@ -134,16 +135,22 @@ class OnnxRuntimeRunner(Runner):
         try:
             self.optimized.parent.mkdir(parents=True, exist_ok=True)
             session = self._open(ort, self.path, options)
+        except (OSError, RunnerError) as exc:
+            self._not_kept(partial, exc)
+            return None
+        try:  # the session is made; only the keeping can fail from here
             for older in self.optimized.parent.glob(f"{self.path.stem}@*.onnx"):
                 older.unlink(missing_ok=True)
             partial.replace(self.optimized)
-        except (OSError, RunnerError) as exc:
-            log.info("%s: its optimized graph is not kept at %s (%s); the model is optimized on every load",
-                     self.name, self.optimized, exc)
-            with contextlib.suppress(OSError):
-                partial.unlink(missing_ok=True)
-            return None
+        except OSError as exc:
+            self._not_kept(partial, exc)
         return session
+
+    def _not_kept(self, partial: Path, reason: Exception) -> None:
+        log.info("%s: its optimized graph is not kept at %s (%s); the model is optimized on every load",
+                 self.name, self.optimized, reason)
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
 
     def _infer(self, feeds: Feeds) -> dict[str, np.ndarray]:
         options, now = None, self.clock()

@@ -12,12 +12,11 @@ from engines.onnxrt_runner import OnnxRuntimeRunner, optimized_name
 
 from device.models.asr import SpeechRecognizer
 
-NAME = "asr-decoder"  # the model whose optimizing takes longest: 2.2 s of its 2.6 s load on two cores
+NAME = "asr-decoder"  # the model whose optimizing takes longest: it loads in 1.9-2.2 s, 0.35 s unoptimized, on two cores
 
 
 def _load(store, asr, beckett, optimized=None) -> tuple:
-    """Where the decoder's session came from, and the tokens it decodes from a real recording (and the
-    first step's logits)."""
+    """Where the decoder's session came from, and the tokens it decodes from a real recording."""
     with OnnxRuntimeRunner(NAME, store.path(MODELS[NAME].model), threads=2, optimized=optimized) as decoder:
         recognizer = SpeechRecognizer(asr.encoder, decoder, store.path("asr-tokenizer.bin"))
         return decoder.loaded_from, recognizer.transcribe(beckett[:5 * 16000]).tokens
