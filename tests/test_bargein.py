@@ -462,8 +462,9 @@ def _longer_pause(speech: np.ndarray, seconds: float) -> np.ndarray:
 def test_device_times_place_a_playback_and_its_blocks_follow_each_other(caplog):
     """By the cards' clocks: a playback starts at the microphone sample taken at its DAC time (less
     the lead); later blocks follow each other although their DAC times jitter by a few ms, and start
-    afresh only when they are a slip away (an xrun). Times on another clock are not used."""
-    from device.sound.playback_timeline import DEVICE_LEAD, DEVICE_SLIP, PlaybackTimeline
+    afresh when they are a slip away (an xrun) or have stayed beyond the jitter for a while. Times on
+    another clock are not used."""
+    from device.sound.playback_timeline import DEVICE_LEAD, DEVICE_SLIP, DEVICE_STEADY, PlaybackTimeline
 
     timeline = PlaybackTimeline(0, clock=lambda: 0.0)
     timeline.capture(FRAME, adc_time=100.0)  # microphone sample 0 was taken at 100.0 s on the card's clock
@@ -475,6 +476,15 @@ def test_device_times_place_a_playback_and_its_blocks_follow_each_other(caplog):
     assert placed == [start + 160 * (i + 1) for i in range(4)]  # one after the other, whatever the jitter
     late = 100.5 + 0.05 + (DEVICE_SLIP + 80) / SPEECH_RATE  # the card skipped: its DAC time jumped
     assert timeline.place(160, dac_time=late) == SPEECH_RATE // 2 - DEVICE_LEAD + round((late - 100.5) * SPEECH_RATE)
+    # A glitch of one buffer 10 ms off is followed through; 10 ms for DEVICE_STEADY (the sound server
+    # played silence while its client was late) moves the playback there.
+    follows = timeline.next
+    assert timeline.place(160, dac_time=late + 0.01 + 0.01) == follows
+    assert timeline.place(160, dac_time=late + 0.02) == follows + 160
+    steady = DEVICE_STEADY // 160  # buffers
+    shifted = [timeline.place(160, dac_time=late + 0.01 * (i + 3) + 0.01) for i in range(steady)]
+    assert shifted[:-1] == [follows + 160 * (i + 2) for i in range(steady - 1)]
+    assert shifted[-1] == follows + 160 * (steady + 1) + SPEECH_RATE // 100
     other = PlaybackTimeline(0, clock=lambda: 0.0)
     other.capture(FRAME, adc_time=100.0)
     with caplog.at_level("WARNING"):
