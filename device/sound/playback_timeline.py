@@ -12,8 +12,8 @@ them; where a playback starts is known one of two ways:
   xrun, capture dropped), or its DAC times have stayed beyond the jitter for DEVICE_STEADY (a sound
   server that played silence while its client was late, a playback first placed before the
   microphone gave its times). Following through such a shift left the far end 10-40 ms off its
-  echo, a different offset on each start and after each stall, and AEC3 took 13-30 dB out instead
-  of 60-70 while it found the new delay.
+  echo, a different offset on each start and after each stall: on a stalling server AEC3 then took
+  4-41 dB out of most replies instead of 60-73 while it found the new delay (docs/bargein.md).
 - else by when it was handed: at the sample the microphone is taking then (its last frame's position
   plus the time since) plus `latency`, if the card had run dry, else right after the block before it
   (a block up to `slack` late included).
@@ -76,8 +76,9 @@ class PlaybackTimeline:
         when the card plays it, on the card's clock."""
         due = self._on_device_clock(dac_time)
         if due is not None:
-            self._moved = self._moved + count if abs(due - self.next) > DEVICE_JITTER else 0
-            if abs(due - self.next) > DEVICE_SLIP or self._moved >= DEVICE_STEADY:
+            away = abs(due - self.next)
+            self._moved = self._moved + count if away > DEVICE_JITTER else 0
+            if away > DEVICE_SLIP or self._moved >= DEVICE_STEADY:
                 self.next, self._moved = due, 0
         else:
             now = self.captured + int((self._clock() - self._captured_at) * SPEECH_RATE)
