@@ -32,7 +32,7 @@ def detector(store):
 @pytest.fixture(scope="module")
 def pause_cases(store):
     """Each split of the evaluation set, synthesized once for the module's tests."""
-    return {split: load_cases(store, split) for split in ("tuning", "held-apart")}
+    return {split: load_cases(store, split, threads=2) for split in ("tuning", "held-apart")}
 
 
 def test_features_are_whisper_feature_extractors(beckett):

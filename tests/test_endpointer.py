@@ -23,8 +23,8 @@ def run(pattern: str, settings: EndpointSettings = SETTINGS) -> list[tuple[int, 
     return events
 
 
-def frames_of(utterance: Utterance) -> list[int]:
-    return [int(v) for v in utterance.audio[::FRAME]]
+def frames_of(audio: np.ndarray) -> list[int]:
+    return [int(v) for v in audio[::FRAME]]
 
 
 def test_utterance_with_pre_roll_ends_after_the_hangover():
@@ -35,7 +35,7 @@ def test_utterance_with_pre_roll_ends_after_the_hangover():
     assert started.sample == 5 * FRAME
     assert paused_at == 12 and paused.speech_end == 11 * FRAME  # after 64 ms (2 frames) of silence
     assert ended_at == 11 + 10 - 1  # the tenth silent frame (320 ms) decides
-    assert frames_of(utterance) == list(range(1, 11))  # 4 frames (128 ms) of pre-roll, then the speech
+    assert frames_of(utterance.audio) == list(range(1, 11))  # 4 frames (128 ms) of pre-roll, then the speech
     assert utterance.speech_start == 5 * FRAME and utterance.speech_end == 11 * FRAME
     assert not utterance.truncated
     assert np.array_equal(paused.audio, utterance.audio)  # the speculative audio is the final audio
@@ -45,7 +45,7 @@ def test_a_pause_shorter_than_the_hangover_is_bridged():
     events = run("SSSS" + "......" + "SSSS" + "..........")
     kinds = [type(e).__name__ for _, e in events]
     assert kinds == ["SpeechStarted", "SpeechPaused", "SpeechResumed", "SpeechPaused", "Utterance"]
-    assert frames_of(events[-1][1]) == list(range(0, 14))
+    assert frames_of(events[-1][1].audio) == list(range(0, 14))
 
 
 def test_a_click_shorter_than_the_onset_starts_nothing():
@@ -73,6 +73,14 @@ def test_resumed_then_paused_carry_consistent_speech_ends():
     paused = [e for _, e in events if isinstance(e, SpeechPaused)]
     assert [p.speech_end for p in paused] == [3 * FRAME, 9 * FRAME]
     assert sum(isinstance(e, SpeechResumed) for _, e in events) == 1
+
+
+def test_a_pause_carries_its_speech_for_recognition_and_its_silence_for_the_end_of_turn_model():
+    events = run(".." + "SSSS" + "." * 12)
+    (at, paused), = [(i, e) for i, e in events if isinstance(e, SpeechPaused)]
+    assert frames_of(paused.audio) == [0, 1, 2, 3, 4, 5]  # pre-roll and speech, up to the last speech frame
+    assert frames_of(paused.silence) == list(range(6, at + 1)) and len(paused.silence) == 2 * FRAME
+    assert frames_of(paused.heard) == list(range(at + 1))  # all heard until the cue, as the model's authors feed it
 
 
 def test_a_dip_between_syllables_starts_no_speculation():

@@ -118,7 +118,7 @@ def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recog
                 utterances.append(event)
             elif isinstance(event, SpeechPaused):
                 if detector is not None:
-                    verdict = detector.judge(event.audio, event.speech_end)
+                    verdict = detector.judge(event.heard, event.speech_end)
                     verdicts.append((round(verdict.probability, 3), verdict.cost_ms))
                     due.append((index + math.ceil(verdict.cost_ms / FRAME_MS), verdict))
                 if judges_words(settings):

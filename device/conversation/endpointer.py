@@ -119,7 +119,8 @@ class Endpointer:
         else:
             self._silence_run += 1
             if self._silence_run == self._speculate_after:
-                events.append(SpeechPaused(self._audio_until(self._last_speech), self._last_speech * FRAME))
+                silence = np.concatenate(self._frames[self._last_speech - self._first_frame:])
+                events.append(SpeechPaused(self._audio_until(self._last_speech), self._last_speech * FRAME, silence))
         if self._silence_run >= self._pause_limit():
             events.append(self._finish(index, truncated=False))
         elif len(self._frames) >= self._max_frames:

@@ -316,7 +316,7 @@ class Conversation:
     def _judge(self, pause: SpeechPaused) -> None:
         """On the end-of-turn thread: a failing model leaves the pause to the fixed hangover."""
         try:
-            self._verdicts.put(self.end_of_turn.judge(pause.audio, pause.speech_end))
+            self._verdicts.put(self.end_of_turn.judge(pause.heard, pause.speech_end))
         except Exception:
             log.exception("the end-of-turn model failed; this pause gets the fixed hangover")
 

@@ -1,4 +1,5 @@
-"""Smart Turn v3: has the visitor finished speaking, judged from the audio of the utterance so far.
+"""Smart Turn v3: has the visitor finished speaking, judged from the audio of the utterance so far
+and the silence after it (as its authors' runtime feeds it).
 
 The model reads Whisper-style log-mel features of the last 8 s (earlier audio is dropped, shorter
 audio is zero-padded in front, as pipecat, its authors' runtime, does) and gives the probability
