@@ -96,6 +96,31 @@ def test_the_turn_records_the_verdict_and_the_hangover_it_chose(make_conversatio
     assert "end-of-turn" in conversation.runners()
 
 
+def test_a_model_slower_than_the_fixed_hangover_is_not_asked_again(make_conversation, detector, tts, caplog):
+    """Its clock says each call took 500 ms, more than the 336 ms a pause has before the fixed hangover
+    ends it: after three such verdicts in a row the model is not called again and pauses get the fixed
+    hangover (one log line)."""
+    from device.audio_file import resample
+
+    ticks = []
+
+    def slow_clock() -> float:  # 500 ms between the start and the end of every call
+        ticks.append(None)
+        return len(ticks) * 0.5
+
+    slow = EndOfTurnDetector(detector.runner, detector.threshold, clock=slow_clock)
+    questions = ["Hello there.", "Where are the restrooms?", "How much is a ticket?", "Is there free Wi-Fi?"]
+    conversation = make_conversation(endpoint=ENDPOINT, end_of_turn=slow)
+    with caplog.at_level(logging.WARNING):
+        play_visit(conversation, [Question(np.concatenate([np.zeros(8000, np.float32),
+                                                           resample(tts.say(q), tts.sample_rate, 16000)]), "")
+                                  for q in questions], realtime=False)
+    assert len(conversation.turns) == 4 and len(ticks) == 2 * 3  # three calls, then none
+    assert caplog.text.count("not asked again") == 1
+    last = turn_report(conversation.turns[-1])["end_of_turn"]
+    assert last["verdict"] is None and abs(last["hangover_ms"] - ENDPOINT.hangover_ms) <= 32
+
+
 def test_a_failing_model_leaves_the_fixed_hangover_and_says_so(make_conversation, vad, tts, caplog):
     from device.audio_file import resample
 

@@ -42,7 +42,7 @@ from typing import Callable
 import numpy as np
 
 from device.conversation.dialogue import STOP, Answer, Dialogue
-from device.conversation.endpointer import Endpointer, EndpointSettings
+from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer, EndpointSettings
 from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, ReplyPaused, ReplyResumed, SpeechPaused,
                              SpeechResumed, SpeechStarted, TurnTimings, Utterance)
 from device.conversation.pause_words import Words, judge_words, judges_words
@@ -77,6 +77,11 @@ SOUND_CONFIRM_MS = 480
 SOUND_AFTER_PLAYBACK_S = 12.0
 # After the start-up phrase has played, the microphone is listened to once its echo has died away.
 WARM_UP_TAIL_S = 0.5
+# An end-of-turn model that takes longer than a pause has before the fixed hangover ends it, this many
+# times in a row, shortens no pause and only slows the speculative recognition it shares the cores with
+# (on the 2-core development PC: turn p50 691 ms with it against 357 without, docs/end-of-turn.md): it
+# is not asked again.
+LATE_VERDICTS_TO_STOP = 3
 
 
 @dataclass
@@ -137,7 +142,7 @@ class Conversation:
         self._verdicts: queue.SimpleQueue[EndOfTurnVerdict] = queue.SimpleQueue()  # end-of-turn thread -> feed
         self._verdict: EndOfTurnVerdict | None = None  # the latest, owned by the feeding thread
         self._judging: Future | None = None
-        self._late_logged = False
+        self._late_verdicts = 0  # in a row (feeding thread); at LATE_VERDICTS_TO_STOP the model is not asked again
         # The daemon keeps the last turns (for `status`), not every turn of weeks with its reply audio.
         self.turns: collections.deque[Turn] = collections.deque(maxlen=keep_turns)
         self._turn_count = 0
@@ -216,7 +221,7 @@ class Conversation:
                 self._speculative = (event.speech_end, heard)
                 if judges_words(self.endpointer.settings):
                     self._pause_words = self._asr_pool.submit(self._words_of, heard)
-                if self.end_of_turn is not None:
+                if self.end_of_turn is not None and self._late_verdicts < LATE_VERDICTS_TO_STOP:
                     self._judging = self._judge_pool.submit(self._judge, event)
             elif isinstance(event, SpeechResumed):
                 for pending in self._pause_work():
@@ -330,11 +335,12 @@ class Conversation:
                 return events
             self._verdict = verdict
             events += self.endpointer.judge(verdict)
-            late = any(t.utterance.speech_end == verdict.speech_end for t in list(self.turns)[-1:])
-            if late and not self._late_logged:
-                self._late_logged = True
-                log.warning("the end-of-turn model answered after the fixed hangover (%.0f ms): the hangover stays "
-                            "fixed while it is this slow", verdict.cost_ms)
+            late = verdict.cost_ms >= self.endpointer.settings.hangover_ms - SPECULATE_AFTER_MS
+            self._late_verdicts = self._late_verdicts + 1 if late else 0
+            if self._late_verdicts == LATE_VERDICTS_TO_STOP:
+                log.warning("the end-of-turn model took longer than the fixed hangover leaves it %d times in a row "
+                            "(the last %.0f ms): it is not asked again until a restart, and pauses get the fixed "
+                            "hangover", LATE_VERDICTS_TO_STOP, verdict.cost_ms)
 
     def warm_up(self, phrase: str) -> None:
         """Say `phrase` once at the start, the microphone already running: the echo canceller learns the
