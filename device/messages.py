@@ -23,16 +23,17 @@ class SpeechStarted:
 class SpeechPaused:
     """A short silence after speech: the cue for speculative recognition."""
 
-    audio: np.ndarray  # the utterance so far, pre-roll included, up to its last speech frame
+    heard: np.ndarray  # the utterance so far, pre-roll included, up to this pause's cue: what the
+    # end-of-turn model reads. Its authors' runtime (pipecat) gives it the silence after the speech too,
+    # and the model judges a question said straight through finished far more often with it
+    # (docs/end-of-turn.md).
     speech_end: int  # sample just after the last speech frame
-    silence: np.ndarray  # what was heard since, up to this pause's cue
+    silence: int  # samples of `heard` after its last speech frame
 
     @property
-    def heard(self) -> np.ndarray:
-        """The utterance with its silence so far: what the end-of-turn model reads. Its authors' runtime
-        (pipecat) gives it the silence after the speech too, and the model judges a question said
-        straight through finished far more often with it (docs/end-of-turn.md)."""
-        return np.concatenate([self.audio, self.silence])
+    def audio(self) -> np.ndarray:
+        """The utterance up to its last speech frame (a view of `heard`): what recognition reads."""
+        return self.heard[:len(self.heard) - self.silence]
 
 
 @dataclass(frozen=True)

@@ -119,8 +119,8 @@ class Endpointer:
         else:
             self._silence_run += 1
             if self._silence_run == self._speculate_after:
-                silence = np.concatenate(self._frames[self._last_speech - self._first_frame:])
-                events.append(SpeechPaused(self._audio_until(self._last_speech), self._last_speech * FRAME, silence))
+                events.append(SpeechPaused(self._audio_until(index + 1), self._last_speech * FRAME,
+                                           (index + 1 - self._last_speech) * FRAME))
         if self._silence_run >= self._pause_limit():
             events.append(self._finish(index, truncated=False))
         elif len(self._frames) >= self._max_frames:
