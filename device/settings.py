@@ -57,6 +57,7 @@ class EndpointSettings:
     wait_after_open_words: bool = False  # a pause after "the", "to", "if"... waits max_hangover_ms
     end_on_known_question: bool = False  # a pause after a question the robot is sure of waits min_hangover_ms
     known_question_threshold: float = 0.7  # how sure: the dialogue's similarity, at least [dialogue] confident_threshold
+    rejoin_within_ms: int = 0  # speech starting this soon after an utterance's end may go on with it (0: never)
     min_level_over_floor_db: float = 0.0  # speech must be this much louder than the noise floor (0: off)
     array_level_over_floor_db: float = 0.0  # the same, when the microphone is an array's beam
     array_min_on_axis_db: float = -30.0  # with an array, speech must hold this much of its level in the beam
@@ -64,7 +65,7 @@ class EndpointSettings:
     def __post_init__(self) -> None:
         if not 0 < self.vad_threshold < 1:
             raise ValueError(f"vad_threshold must be between 0 and 1, got {self.vad_threshold}")
-        for key in ("onset_ms", "hangover_ms", "pre_roll_ms", "min_hangover_ms", "max_hangover_ms"):
+        for key in ("onset_ms", "hangover_ms", "pre_roll_ms", "min_hangover_ms", "max_hangover_ms", "rejoin_within_ms"):
             if not 0 <= getattr(self, key) <= 5000:
                 raise ValueError(f"{key} must be between 0 and 5000 ms, got {getattr(self, key)}")
         if not self.min_hangover_ms <= self.hangover_ms <= self.max_hangover_ms:

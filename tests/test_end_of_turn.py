@@ -165,6 +165,24 @@ def test_a_hesitation_after_open_words_is_waited_for_and_straight_questions_are_
     assert all(r.heard for r in results)
 
 
+def test_the_bench_hears_a_cut_hesitation_whole_when_the_visitor_goes_on_within_the_window(pause_cases, vad, asr, text_encoder):
+    """Cut by the fixed hangover, "Do you have a map" and "How long does it take" are heard whole with the
+    rest their visitor says 600 and 1000 ms later, as the conversation rejoins them (tests/test_rejoin.py);
+    with a window shorter than their pauses they are not."""
+    from device.conversation.dialogue import Dialogue
+    from device.conversation.knowledge import load_knowledge
+    from device.settings import load_settings
+
+    decide = Dialogue(text_encoder, load_knowledge(), load_settings().dialogue).decide
+    cases = [c for c in pause_cases["tuning"] if c.pause_ms and c.text.startswith(("Do you have a map", "How long does it take"))]
+    fixed = dataclasses.replace(ENDPOINT, end_of_turn=False, rejoin_within_ms=1200)
+    results = evaluate(cases, vad, None, fixed, asr, decide=decide)
+    assert len(results) == 2 and all(r.cut and r.rejoined for r in results), [(r.case.text, r.cut, r.rejoined) for r in results]
+    assert all(0 < ms < r.case.pause_ms for r in results for ms in r.resumed_ms)  # went on after the end was decided
+    short = evaluate(cases, vad, None, dataclasses.replace(fixed, rejoin_within_ms=100), asr, decide=decide)
+    assert [r.rejoined for r in short] == [False, False]
+
+
 def test_the_conversation_waits_out_a_hesitation_after_open_words(make_conversation, pause_cases, tts):
     """Heard whole; and a visitor who stops after "Is it possible to" for good is answered after the long
     hangover, the turn saying why."""

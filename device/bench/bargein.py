@@ -186,8 +186,11 @@ class _EchoRun:
         self.silence_until(lambda: any(t.barged_in and t.done.is_set() for t in list(self.conversation.turns)[count:]))
         self.settle()
         paused = next((when for when, m in self.events[mark:] if isinstance(m, ReplyPaused)), None)
-        heard = [t for t in list(self.conversation.turns)[count:] if t.barged_in]
-        answered = (heard[0].answer.about or heard[0].answer.intent) if heard and heard[0].answer else ""  # an ask-back: its guess
+        turns = list(self.conversation.turns)
+        heard = [t for t in turns[count:] if t.barged_in]
+        # the question heard with the one being answered, whose reply goes on (it answers both): that reply's
+        answer = heard[0].answer or (turns[count - 1].answer if heard[0].rejoined else None) if heard else None
+        answered = (answer.about or answer.intent) if answer else ""  # an ask-back: its guess
         silent_at = self._silent_after(paused)
         return {"asked": first.name, "interrupted_by": second.name, "after_s": round(after_s, 2),
                 "paused_after_ms": None if paused is None else round((paused - onset_at) * 1000),

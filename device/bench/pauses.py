@@ -26,7 +26,9 @@ from engines.model_specs import FRAME, SPEECH_RATE
 
 from device.bundled import SAMPLES
 from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer
+from device.conversation.dialogue import Decision
 from device.conversation.pause_words import Words, judge_words, judges_words
+from device.conversation.rejoin import rejoin, resumes
 from device.models.voices import VOICES, Voice, load_voices, speak
 from device.messages import SpeechPaused, Utterance
 from device.settings import EndpointSettings
@@ -84,23 +86,29 @@ class CaseResult:
     waited_ms: float | None  # silence after the question before its end was decided
     verdicts: tuple[tuple[float, float], ...]  # (probability, cost_ms) per pause judged
     heard: tuple[tuple[str, float], ...] = ()  # (speculative words, cost_ms) per pause, when words are judged
+    rejoined: bool | None = None  # cut, and each later utterance went on with the one before (None: not cut, or not judged)
+    resumed_ms: tuple[float, ...] = ()  # per later utterance: from the end being decided to its speech's start
 
 
 def evaluate(cases: list[PauseCase], vad, detector, settings: EndpointSettings, asr=None,
-             recognition_ms: float | None = None, knows: Callable[[str, float], bool] | None = None) -> list[CaseResult]:
+             recognition_ms: float | None = None, knows: Callable[[str, float], bool] | None = None,
+             decide: Callable[[str], Decision] | None = None) -> list[CaseResult]:
     """Play each case through the VAD and the endpointer; `detector` None: the fixed hangover; `asr`
-    (needed when words are judged): the speculative recognition of each pause, whose words arrive
-    after the time it took, or after `recognition_ms` when given (a test's fixed clock); `knows`
-    (needed with `end_on_known_question`): the dialogue is sure of its answer to the words."""
-    if judges_words(settings) and asr is None:
-        raise ValueError("wait_after_open_words and end_on_known_question need the recogniser")
+    (needed when words are judged or utterances rejoined): the speculative recognition of each pause,
+    whose words arrive after the time it took, or after `recognition_ms` when given (a test's fixed
+    clock); `knows` (needed with `end_on_known_question`): the dialogue is sure of its answer to the
+    words; `decide` (needed with `rejoin_within_ms`): the dialogue's decision, which rejoins a cut question."""
+    if (judges_words(settings) or settings.rejoin_within_ms) and asr is None:
+        raise ValueError("wait_after_open_words, end_on_known_question and rejoin_within_ms need the recogniser")
     if settings.end_on_known_question and knows is None:
         raise ValueError("end_on_known_question needs the dialogue")
-    return [_play(case, vad, detector, settings, asr, recognition_ms, knows) for case in cases]
+    if settings.rejoin_within_ms and decide is None:
+        raise ValueError("rejoin_within_ms needs the dialogue")
+    return [_play(case, vad, detector, settings, asr, recognition_ms, knows, decide) for case in cases]
 
 
 def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recognition_ms: float | None,
-          knows: Callable[[str, float], bool] | None) -> CaseResult:
+          knows: Callable[[str, float], bool] | None, decide: Callable[[str], Decision] | None) -> CaseResult:
     endpointer = Endpointer(settings, judged=detector is not None)
     vad.reset()
     due: list[tuple[int, object]] = []  # (frame at which it arrives, verdict)
@@ -130,19 +138,38 @@ def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recog
     cut = any(u.speech_end < case.speech_end - FRAME for u in utterances)
     last = utterances[-1] if utterances else None
     waited = None if last is None else (last.decided - case.speech_end) / SPEECH_RATE * 1000
-    return CaseResult(case, len(utterances), cut, waited, tuple(verdicts), tuple(heard))
+    rejoined = _rejoined(utterances, settings.rejoin_within_ms, asr, decide) if cut and settings.rejoin_within_ms else None
+    resumed = tuple(round((b.speech_start - a.decided) / SPEECH_RATE * 1000, 1) for a, b in zip(utterances, utterances[1:]))
+    return CaseResult(case, len(utterances), cut, waited, tuple(verdicts), tuple(heard), rejoined, resumed)
+
+
+def _rejoined(utterances: list[Utterance], within_ms: int, asr, decide: Callable[[str], Decision]) -> bool:
+    """Each utterance after the first goes on with the one before, as the conversation rejoins them."""
+    question = asr.transcribe(utterances[0].audio).text
+    for before, after in zip(utterances, utterances[1:]):
+        whole = rejoin(question, asr.transcribe(after.audio).text, decide) if resumes(before.speech_end, after.speech_start, within_ms) else None
+        if whole is None:
+            return False
+        question = whole
+    return True
 
 
 def summary(results: list[CaseResult], wait_limit_ms: float = 400) -> dict:
     """The figures the issue's gates are about."""
     paused = [r for r in results if r.case.pause_ms]
+    rejoined = [r for r in results if r.rejoined is not None]
     straight = [r for r in results if not r.case.pause_ms]
     waits = sorted(r.waited_ms for r in straight if r.waited_ms is not None)
     costs = [c for r in results for _, c in r.verdicts]
+    resumed = [ms for r in paused for ms in r.resumed_ms]
     return {
         "cases": len(results),
         "paused_cut": int(sum(r.cut for r in paused)), "paused": len(paused),
         "straight_cut": int(sum(r.cut for r in straight)), "straight": len(straight),
+        "cut_rejoined": {"paused": int(sum(bool(r.rejoined) for r in paused)),
+                         "straight": int(sum(bool(r.rejoined) for r in straight)), "judged": len(rejoined)},
+        "resumed_ms": {"p50": round(float(np.percentile(resumed, 50)), 1) if resumed else None,
+                       "min": min(resumed) if resumed else None},
         "straight_waiting_over_ms": {"limit": wait_limit_ms, "count": int(sum(w > wait_limit_ms for w in waits)),
                                      "share": round(sum(w > wait_limit_ms for w in waits) / max(1, len(straight)), 3)},
         "straight_wait_ms": {"p50": round(float(np.percentile(waits, 50)), 1) if waits else None,
@@ -160,12 +187,13 @@ def measure_pauses(app, split: str) -> dict:
     vad = catalog.load_vad(app.store)
     detector = catalog.load_end_of_turn(app.store, app.threads, app.settings.endpoint.end_of_turn_threshold)
     settings = app.settings.endpoint
-    asr = catalog.load_asr(app.store, app.threads) if judges_words(settings) else None
-    knows = app.dialogue().knows if settings.end_on_known_question else None
+    asr = catalog.load_asr(app.store, app.threads) if judges_words(settings) or settings.rejoin_within_ms else None
+    dialogue = app.dialogue()
+    knows = dialogue.knows if settings.end_on_known_question else None
     cases = load_cases(app.store, split, app.threads)
     report = {"split": split, "threads": app.threads, "settings": vars(settings).copy()}
     for name, judge in (("fixed_hangover", None), ("end_of_turn", detector)):
-        results = evaluate(cases, vad, judge, settings, asr, knows=knows)
+        results = evaluate(cases, vad, judge, settings, asr, knows=knows, decide=dialogue.decide)
         report[name] = summary(results) | {"cases": [_row(r) for r in results]}
     return report
 
@@ -174,4 +202,5 @@ def _row(result: CaseResult) -> dict:
     case = result.case
     return {"text": case.text, "voice": case.voice, "pause_ms": case.pause_ms, "utterances": result.utterances,
             "cut": bool(result.cut), "waited_ms": None if result.waited_ms is None else round(result.waited_ms, 1),
-            "verdicts": [list(v) for v in result.verdicts], "heard": [list(h) for h in result.heard]}
+            "verdicts": [list(v) for v in result.verdicts], "heard": [list(h) for h in result.heard],
+            "rejoined": result.rejoined, "resumed_ms": list(result.resumed_ms)}

@@ -160,7 +160,8 @@ def _pauses(app: App, args: argparse.Namespace) -> int:
           f"{'on' if report['settings']['end_on_known_question'] else 'off'}")
     for name in ("fixed_hangover", "end_of_turn"):
         r = report[name]
-        print(f"  {name:<15} paused cut {r['paused_cut']}/{r['paused']}; straight waiting over "
+        rejoined = f" ({r['cut_rejoined']['paused']} heard whole when the visitor went on)" if report["settings"]["rejoin_within_ms"] else ""
+        print(f"  {name:<15} paused cut {r['paused_cut']}/{r['paused']}{rejoined}; straight waiting over "
               f"{r['straight_waiting_over_ms']['limit']:.0f} ms {r['straight_waiting_over_ms']['count']}/{r['straight']}; "
               f"wait p50 {r['straight_wait_ms']['p50']} ms, p95 {r['straight_wait_ms']['p95']} ms; model p50 {r['model_ms']['p50']} ms")
     return 0

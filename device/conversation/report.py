@@ -22,6 +22,7 @@ def turn_report(turn: Turn) -> dict:
         "ignored": turn.ignored or None,
         "interrupted": turn.interrupted,
         "barged_in": turn.barged_in,  # heard over a reply, which it paused
+        "rejoined": turn.rejoined,  # it went on with the turn before: its transcript is the whole question
         "played_s": turn.played_s,  # of the reply, when it was cut
         "unsaid": turn.unsaid or None,  # what the cut reply did not get to say ("repeat that" says it)
         "utterance_s": round(turn.utterance.seconds, 3),

@@ -23,7 +23,9 @@ utterance follows lets it go on. The utterance that paused it ends only after `h
 pause is heard whole) unless its words so far are a backchannel; the turns thread, once the
 utterance is recognised, lets a cough or a backchannel ("mm-hm") resume the reply, or cuts the
 reply (what was played is recorded; "repeat that" says the rest) and answers the new question.
-Without barge-in, while the robot speaks only "stop" is acted on. The reply those threads act on, and
+A visitor who goes on within `rejoin_within_ms` of the end of what they said (they only paused;
+device/conversation/rejoin.py) is heard with it: the reply to the first half is cut, unless it
+answers the whole question too, and the whole is answered. Without barge-in, while the robot speaks only "stop" is acted on. The reply those threads act on, and
 the phase `status` shows, are kept by one `TurnState` (device/conversation/turn_state.py).
 """
 
@@ -46,6 +48,7 @@ from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer, Endpo
 from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, ReplyPaused, ReplyResumed, SpeechPaused,
                              SpeechResumed, SpeechStarted, TurnTimings, Utterance)
 from device.conversation.pause_words import Words, judge_words, judges_words
+from device.conversation.rejoin import rejoin, resumes
 from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
 from device.conversation.speech_out import SpeechOut, split_sentences
@@ -99,6 +102,7 @@ class Turn:
     ignored: str = ""  # why no reply was given, if none was
     interrupted: bool = False
     barged_in: bool = False  # heard over a reply, which it paused
+    rejoined: bool = False  # it went on with the utterance before it: its transcript is the whole question
     played_s: float | None = None  # of the reply, when it was cut
     unsaid: str = ""  # the reply's text not (wholly) played when it was cut
     done: threading.Event = field(default_factory=threading.Event)
@@ -143,6 +147,7 @@ class Conversation:
         self._verdict: EndOfTurnVerdict | None = None  # the latest, owned by the feeding thread
         self._judging: Future | None = None
         self._late_verdicts = 0  # in a row (feeding thread); at LATE_VERDICTS_TO_STOP the model is not asked again
+        self._last_turn: Turn | None = None  # the last utterance's turn, which the next may go on with (feeding thread)
         # The daemon keeps the last turns (for `status`), not every turn of weeks with its reply audio.
         self.turns: collections.deque[Turn] = collections.deque(maxlen=keep_turns)
         self._turn_count = 0
@@ -163,7 +168,8 @@ class Conversation:
         self._asr_pool = ThreadPoolExecutor(1, thread_name_prefix="asr")
         self._judge_pool = ThreadPoolExecutor(1, thread_name_prefix="end-of-turn")
         self._speech_pool = ThreadPoolExecutor(1, thread_name_prefix="speech")
-        self._pending: queue.Queue[tuple[Turn, Future[Transcript]] | str | None] = queue.Queue()
+        # (the turn, its recognition, the turn it began soon enough after to go on with) or NEW_VISIT, or None: stop
+        self._pending: queue.Queue[tuple[Turn, Future[Transcript], Turn | None] | str | None] = queue.Queue()
         self._lock = threading.Lock()  # turn numbering and the tally
         self._turn_thread = threading.Thread(target=self._turns, name="turns", daemon=True)
         self._turn_thread.start()
@@ -265,9 +271,10 @@ class Conversation:
         return self.endpointer.heard(speech_end, self._words)
 
     def _watch_for_speech(self, speech: bool) -> None:
-        """Enough speech over a reply (already left out while the canceller settles) pauses it now."""
+        """Enough speech over a reply (already left out while the canceller settles) pauses it now; so
+        does a reply that starts while the visitor talks (they went on after a pause)."""
         self._speech_run = self._speech_run + 1 if speech else 0
-        if self._speech_run == self._barge_frames:
+        if self._speech_run >= self._barge_frames and not self.state.held:
             self._pause_reply(by_speech=True)
 
     def _pause_reply(self, by_speech: bool) -> None:
@@ -449,10 +456,13 @@ class Conversation:
         with self._lock:
             turn = self._new_turn(utterance, timings)
         turn.barged_in, self._barging = self._barging, False
+        last, self._last_turn = self._last_turn, turn
+        follows = last if self.bargein is not None and last is not None and resumes(
+            last.utterance.speech_end, utterance.speech_start, self.endpointer.settings.rejoin_within_ms) else None
         if self._verdict is not None and self._verdict.speech_end == utterance.speech_end:
             turn.end_of_turn = self._verdict
         turn.pause_words = self._words if self._words_given == utterance.speech_end else None
-        self._pending.put((turn, future))
+        self._pending.put((turn, future, follows))
 
     def _new_turn(self, utterance: Utterance, timings: TurnTimings) -> Turn:
         """Numbered in order, whichever thread (microphone, perception) makes it; under self._lock."""
@@ -488,9 +498,9 @@ class Conversation:
             if item == NEW_VISIT:
                 self.dialogue.new_visit()
                 continue
-            turn, future = item
+            turn, future, follows = item
             try:
-                self._take_turn(turn, future)
+                self._take_turn(turn, future, follows)
             except Exception:  # one bad turn must not end the conversation
                 log.exception("turn %d failed", turn.id)
                 if turn.barged_in:
@@ -498,10 +508,14 @@ class Conversation:
                 turn.ignored = "error"
                 self._finish(turn)
 
-    def _take_turn(self, turn: Turn, future: Future[Transcript]) -> None:
+    def _take_turn(self, turn: Turn, future: Future[Transcript], follows: Turn | None) -> None:
         turn.transcript = future.result().text
         turn.timings.asr_done = time.monotonic()
-        if turn.barged_in and not self._barge_in_wins(turn):
+        rejoined = follows is not None and self._rejoined(turn, follows)
+        if rejoined and self.state.speaking_turn is follows:
+            if not self._answers_whole(turn, follows):
+                return
+        elif turn.barged_in and not self._barge_in_wins(turn):
             return
         if not turn.transcript:
             turn.ignored = "no words recognised"
@@ -527,6 +541,27 @@ class Conversation:
         log.info("turn %d: %r -> %s (%s)", turn.id, turn.transcript, answer.intent, turn.ignored or "stopped speaking",
                  extra={"TURN_ID": turn.id, "INTENT": answer.intent})
 
+    def _rejoined(self, turn: Turn, first: Turn) -> bool:
+        """The visitor went on after `first`'s utterance: when its words and these are one question
+        (device/conversation/rejoin.py), this turn is that whole question."""
+        whole = rejoin(first.transcript, turn.transcript, self.dialogue.decide)
+        if whole is None:
+            return False
+        log.info("turn %d goes on with turn %d: %r", turn.id, first.id, whole)
+        turn.transcript, turn.rejoined = whole, True
+        self._count("rejoined a question")
+        return True
+
+    def _answers_whole(self, turn: Turn, first: Turn) -> bool:
+        """The reply to `first` (the first half) goes on if it answers the whole question too (False);
+        else it is cut, and not kept for "repeat that" (it answered half a question), and the whole is answered."""
+        said = first.answer
+        if said is not None and said.source in ("knowledge", "builtin") and self.dialogue.decide(turn.transcript).intent == said.intent:
+            self._resume(turn, "the rest of the question it answers")
+            return False
+        self._cut_reply(Interrupt("the visitor had not finished their question"), keep_unsaid=False)
+        return True
+
     def _barge_in_wins(self, turn: Turn) -> bool:
         """An utterance that paused a reply: a cough, a backchannel, or a short utterance the dialogue cannot
         place (a mis-heard "mm-hm") lets the reply go on (False); anything else (a question, "stop") ends
@@ -547,8 +582,9 @@ class Conversation:
         return True
 
     def _resume(self, turn: Turn, why: str) -> None:
-        """The utterance that paused the reply was not a question: the reply goes on."""
-        self._unpause()
+        """The utterance said over the reply was not a new question: the reply goes on (if it paused it)."""
+        if turn.barged_in:
+            self._unpause()
         turn.ignored = f"said over the reply ({why})"
         self._finish(turn)
         log.info("turn %d: %r over the reply: %s, it goes on", turn.id, turn.transcript, why)
@@ -559,14 +595,14 @@ class Conversation:
         if speaking is not None:
             self.observer(ReplyResumed(speaking.id))
 
-    def _cut_reply(self, interrupt: Interrupt) -> None:
+    def _cut_reply(self, interrupt: Interrupt, keep_unsaid: bool = True) -> None:
         """End the paused reply for good, wait for its speech thread, and tell the dialogue what was
-        not said (for "repeat that")."""
+        not said (for "repeat that"), unless `keep_unsaid` is False."""
         cut = self.state.speaking_turn
         self.interrupt(interrupt)
         self.state.wait_finished(CUT_WAIT_S)
         self.speaker.wait_idle(CUT_WAIT_S)  # its thread ends on the cancel; the speaker drops its blocks on its own thread
-        if cut is not None and cut.unsaid:
+        if cut is not None and cut.unsaid and keep_unsaid:
             self.dialogue.cut_short(cut.unsaid)
 
     # --- the speech thread -------------------------------------------------------------------

@@ -1,0 +1,34 @@
+"""A visitor who goes on with a sentence the robot took for finished: the two utterances are one question.
+
+The endpointer ends an utterance after its hangover; a visitor who hesitates longer mid-sentence ("Do
+you have a map ... of the building?") is answered before they finish, and what they say next, alone,
+is half a question. No rule on the pause itself tells all such pauses from a finished question (the
+words before many make a sentence: docs/end-of-turn.md). What comes after does: speech that starts
+within `[endpoint] rejoin_within_ms` of the last utterance's end is heard with it when the words
+together are the same question to the knowledge base as the new words alone (then hearing them whole
+changes no answer), or one it places at least as well ("of the building" alone is nothing; "Where
+are the restrooms?" after "What are your opening hours?" is a question of its own).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from device.conversation.dialogue import Decision
+from device.models.asr import words
+from engines.model_specs import SPEECH_RATE
+
+
+def resumes(previous_end: int, start: int, within_ms: int) -> bool:
+    """Speech starting at sample `start` goes on with the utterance whose speech ended at `previous_end`."""
+    return within_ms > 0 and 0 <= start - previous_end <= within_ms * SPEECH_RATE // 1000
+
+
+def rejoin(first: str, then: str, decide: Callable[[str], Decision]) -> str | None:
+    """The question `first` and `then` make together, if it is placed at least as well as `then` alone
+    (None: `then` is a question of its own, or either has no words)."""
+    if not words(first) or not words(then):
+        return None
+    whole = f"{first.rstrip(' .,?!')} {then}"
+    together, alone = decide(whole), decide(then)
+    return whole if together.intent == alone.intent or together.score >= alone.score else None

@@ -1,0 +1,97 @@
+"""A visitor who goes on after the robot took their pause for the end: the two utterances are one question."""
+
+import dataclasses
+import time
+
+import numpy as np
+import pytest
+
+from engines.model_specs import FRAME, SPEECH_RATE
+
+from device.audio_file import resample
+from device.conversation.dialogue import Dialogue
+from device.conversation.knowledge import load_knowledge
+from device.conversation.rejoin import rejoin, resumes
+from device.conversation.speech_out import SpeechOut
+from device.conversation.turn_loop import Conversation
+from device.messages import Interrupt
+from device.settings import load_settings
+from device.sound.speakers import RecordingSpeaker
+from tests.conftest import ENDPOINT
+from tests.test_bargein import _feeder
+
+
+@pytest.fixture(scope="module")
+def dialogue(text_encoder) -> Dialogue:
+    return Dialogue(text_encoder, load_knowledge(), load_settings().dialogue)
+
+
+def test_speech_goes_on_with_the_utterance_only_within_the_window():
+    end = 10 * SPEECH_RATE
+    assert resumes(end, end + SPEECH_RATE * 12 // 10, 1200)
+    assert not resumes(end, end + SPEECH_RATE * 12 // 10 + 1, 1200)
+    assert not resumes(end, end - FRAME, 1200)  # began before it ended: not after it
+    assert not resumes(end, end + FRAME, 0)  # off
+
+
+def test_the_words_are_one_question_when_the_knowledge_base_places_them_so(dialogue):
+    # the rest of a question: joined ("For the building" alone is nothing the robot knows)
+    assert rejoin("Do you have a map?", "For the building,", dialogue.decide) == "Do you have a map For the building,"
+    # a question of its own after another: not joined (together they score lower, as the first question)
+    assert rejoin("What are your opening hours?", "Where are the restrooms?", dialogue.decide) is None
+    # a thank-you said as the answer starts: one question with the one being answered (not a goodbye)
+    whole = rejoin("Where can I park?", "Thank you.", dialogue.decide)
+    assert whole is not None and dialogue.decide(whole).intent == "parking"
+    assert dialogue.decide("Thank you.").intent != "parking"
+    assert rejoin("Where can I park?", "", dialogue.decide) is None  # a cough: nothing to go on with
+
+
+def _said(tts, text: str) -> np.ndarray:
+    return resample(tts.say(text), tts.sample_rate, SPEECH_RATE).astype(np.float32) * 0.5
+
+
+def _hesitate(conversation: Conversation, tts, first: str, then: str) -> None:
+    """At the microphone's pace: `first`, 700 ms of silence (the fixed hangover ends it; its reply starts
+    about then), `then`, and silence until the second utterance is answered or let go."""
+    feed = _feeder(conversation)
+    silence = np.zeros(FRAME, np.float32)
+    feed(np.concatenate([np.zeros(SPEECH_RATE // 2, np.float32), _said(tts, first),
+                         np.zeros(int(0.7 * SPEECH_RATE), np.float32), _said(tts, then)]))
+    deadline = time.monotonic() + 20
+    while len(conversation.turns) < 2 or not (conversation.turns[1].answer or conversation.turns[1].ignored):
+        assert time.monotonic() < deadline, [(t.transcript, t.ignored) for t in conversation.turns]
+        feed(silence)
+
+
+@pytest.mark.parametrize("case", ["cut", "goes on"])
+def test_a_visitor_who_goes_on_after_the_end_is_heard_whole(vad, asr, dialogue, tts, case):
+    """The real conversation with barge-in (a headset: no canceller): "Is there a place" is answered
+    (food) before the visitor goes on "where I can park my car?": that reply is cut, not kept for
+    "repeat that", and the whole question answered (parking). "What is the password" is answered (the
+    wifi) before "for the wireless network": the same question whole, so its reply goes on."""
+    interrupts = []
+    endpoint = dataclasses.replace(ENDPOINT, rejoin_within_ms=1200)
+    bargein = dataclasses.replace(load_settings().bargein, enabled=True)
+    conversation = Conversation(vad, asr, dialogue, SpeechOut(tts), RecordingSpeaker(tts.sample_rate, realtime=True),
+                                endpoint, bargein=bargein,
+                                observer=lambda m: interrupts.append(m) if isinstance(m, Interrupt) else None)
+    try:
+        if case == "cut":
+            _hesitate(conversation, tts, "Is there a place?", "Where I can park my car?")
+            first, whole = conversation.turns[0], conversation.turns[1]
+            assert first.answer.intent == "food" and first.done.wait(10) and first.interrupted
+            assert whole.rejoined and whole.transcript.lower().startswith("is there a place")
+            assert whole.answer.intent == "parking" and not whole.ignored
+            assert [m.reason for m in interrupts] == ["the visitor had not finished their question"]
+            assert conversation.tally()["rejoined a question"] == 1
+            assert dialogue.answer("Can you repeat that?").spoken == dialogue.intents["parking"].answer  # not the cut food
+        else:
+            _hesitate(conversation, tts, "What is the password?", "For the wireless network.")
+            first, rest = conversation.turns[0], conversation.turns[1]
+            assert first.answer.intent == "wifi" and rest.rejoined
+            assert rest.ignored == "said over the reply (the rest of the question it answers)"
+            assert first.done.wait(20) and not first.interrupted and interrupts == []
+            assert conversation.speaker.played >= len(first.reply_audio)  # said to its end
+    finally:
+        conversation.close()
+        conversation.speaker.close()
