@@ -147,7 +147,9 @@ def _rejoined(utterances: list[Utterance], within_ms: int, asr, decide: Callable
     """Each utterance after the first goes on with the one before, as the conversation rejoins them."""
     question = asr.transcribe(utterances[0].audio).text
     for before, after in zip(utterances, utterances[1:]):
-        whole = rejoin(question, asr.transcribe(after.audio).text, decide) if resumes(before.speech_end, after.speech_start, within_ms) else None
+        if not resumes(before.speech_end, after.speech_start, within_ms):
+            return False
+        whole = rejoin(question, asr.transcribe(after.audio).text, decide)
         if whole is None:
             return False
         question = whole

@@ -25,8 +25,9 @@ utterance is recognised, lets a cough or a backchannel ("mm-hm") resume the repl
 reply (what was played is recorded; "repeat that" says the rest) and answers the new question.
 A visitor who goes on within `rejoin_within_ms` of the end of what they said (they only paused;
 device/conversation/rejoin.py) is heard with it: the reply to the first half is cut, unless it
-answers the whole question too, and the whole is answered. Without barge-in, while the robot speaks only "stop" is acted on. The reply those threads act on, and
-the phase `status` shows, are kept by one `TurnState` (device/conversation/turn_state.py).
+answers the whole question too, and the whole is answered. Without barge-in, while the robot
+speaks only "stop" is acted on. The reply those threads act on, and the phase `status` shows, are
+kept by one `TurnState` (device/conversation/turn_state.py).
 """
 
 from __future__ import annotations
@@ -556,7 +557,8 @@ class Conversation:
         """The reply to `first` (the first half) goes on if it answers the whole question too (False);
         else it is cut, and not kept for "repeat that" (it answered half a question), and the whole is answered."""
         said = first.answer
-        if said is not None and said.source in ("knowledge", "builtin") and self.dialogue.decide(turn.transcript).intent == said.intent:
+        answered = said is not None and said.source in ("knowledge", "builtin")
+        if answered and self.dialogue.decide(turn.transcript).intent == said.intent:
             self._resume(turn, "the rest of the question it answers")
             return False
         self._cut_reply(Interrupt("the visitor had not finished their question"), keep_unsaid=False)
