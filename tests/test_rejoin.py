@@ -81,6 +81,8 @@ def test_a_visitor_who_goes_on_after_the_end_is_heard_whole(vad, asr, dialogue, 
             first, whole = conversation.turns[0], conversation.turns[1]
             assert first.answer.intent == "food" and first.done.wait(10) and first.interrupted
             assert whole.rejoined and whole.transcript.lower().startswith("is there a place")
+            assert whole.utterance.speech_start == first.utterance.speech_start  # recognised whole, from its start
+            assert whole.utterance.seconds > first.utterance.seconds + 1.0
             assert whole.answer.intent == "parking" and not whole.ignored
             assert [m.reason for m in interrupts] == ["the visitor had not finished their question"]
             assert conversation.tally()["rejoined a question"] == 1

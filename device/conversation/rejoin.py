@@ -7,7 +7,8 @@ words before many make a sentence: docs/end-of-turn.md). What comes after does: 
 within `[endpoint] rejoin_within_ms` of the last utterance's end is heard with it when the words
 together are the same question to the knowledge base as the new words alone (then hearing them whole
 changes no answer), or one it places at least as well ("of the building" alone is nothing; "Where
-are the restrooms?" after "What are your opening hours?" is a question of its own).
+are the restrooms?" after "What are your opening hours?" is a question of its own). The turn loop
+then recognises the two utterances' audio again as one.
 """
 
 from __future__ import annotations

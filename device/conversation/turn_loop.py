@@ -39,7 +39,7 @@ import re
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -103,7 +103,7 @@ class Turn:
     ignored: str = ""  # why no reply was given, if none was
     interrupted: bool = False
     barged_in: bool = False  # heard over a reply, which it paused
-    rejoined: bool = False  # it went on with the utterance before it: its transcript is the whole question
+    rejoined: bool = False  # it went on with the utterance before it: `utterance` and its transcript are the whole question
     played_s: float | None = None  # of the reply, when it was cut
     unsaid: str = ""  # the reply's text not (wholly) played when it was cut
     done: threading.Event = field(default_factory=threading.Event)
@@ -544,12 +544,15 @@ class Conversation:
 
     def _rejoined(self, turn: Turn, first: Turn) -> bool:
         """The visitor went on after `first`'s utterance: when its words and these are one question
-        (device/conversation/rejoin.py), this turn is that whole question."""
-        whole = rejoin(first.transcript, turn.transcript, self.dialogue.decide)
-        if whole is None:
+        (device/conversation/rejoin.py), this turn is that whole question, its audio recognised whole
+        (a recognition cut mid-phrase loses words: "What time do you owe?" + "Barrier.")."""
+        if rejoin(first.transcript, turn.transcript, self.dialogue.decide) is None:
             return False
-        log.info("turn %d goes on with turn %d: %r", turn.id, first.id, whole)
-        turn.transcript, turn.rejoined = whole, True
+        turn.utterance = replace(turn.utterance, speech_start=first.utterance.speech_start,
+                                audio=np.concatenate([first.utterance.audio, turn.utterance.audio]))
+        turn.transcript = self._asr_pool.submit(self.asr.transcribe, turn.utterance.audio).result().text
+        turn.timings.asr_done, turn.rejoined = time.monotonic(), True
+        log.info("turn %d goes on with turn %d: %r", turn.id, first.id, turn.transcript)
         self._count("rejoined a question")
         return True
 
