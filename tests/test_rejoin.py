@@ -63,14 +63,15 @@ def _hesitate(conversation: Conversation, tts, first: str, then: str) -> None:
         feed(silence)
 
 
-@pytest.mark.parametrize("case", ["cut", "goes on"])
+@pytest.mark.parametrize("case", ["cut", "goes on", "too long"])
 def test_a_visitor_who_goes_on_after_the_end_is_heard_whole(vad, asr, dialogue, tts, case):
     """The real conversation with barge-in (a headset: no canceller): "Is there a place" is answered
     (food) before the visitor goes on "where I can park my car?": that reply is cut, not kept for
     "repeat that", and the whole question answered (parking). "What is the password" is answered (the
-    wifi) before "for the wireless network": the same question whole, so its reply goes on."""
+    wifi) before "for the wireless network": the same question whole, so its reply goes on. Two
+    utterances longer together than one may be are not joined: the second is a question of its own."""
     interrupts = []
-    endpoint = dataclasses.replace(ENDPOINT, rejoin_within_ms=1200)
+    endpoint = dataclasses.replace(ENDPOINT, rejoin_within_ms=1200, max_utterance_s=2.5 if case == "too long" else 15.0)
     bargein = dataclasses.replace(load_settings().bargein, enabled=True)
     conversation = Conversation(vad, asr, dialogue, SpeechOut(tts), RecordingSpeaker(tts.sample_rate, realtime=True),
                                 endpoint, bargein=bargein,
@@ -87,6 +88,12 @@ def test_a_visitor_who_goes_on_after_the_end_is_heard_whole(vad, asr, dialogue, 
             assert [m.reason for m in interrupts] == ["the visitor had not finished their question"]
             assert conversation.tally()["rejoined a question"] == 1
             assert dialogue.answer("Can you repeat that?").spoken == dialogue.intents["parking"].answer  # not the cut food
+        elif case == "too long":
+            _hesitate(conversation, tts, "Is there a place?", "Where I can park my car?")
+            first, then = conversation.turns[0], conversation.turns[1]
+            assert first.utterance.seconds + then.utterance.seconds > endpoint.max_utterance_s  # else it tests nothing
+            assert not then.rejoined and then.answer.intent == "parking" and then.transcript.lower().startswith("where")
+            assert first.done.wait(10) and first.interrupted and "rejoined a question" not in conversation.tally()
         else:
             _hesitate(conversation, tts, "What is the password?", "For the wireless network.")
             first, rest = conversation.turns[0], conversation.turns[1]

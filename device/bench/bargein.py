@@ -188,7 +188,7 @@ class _EchoRun:
         paused = next((when for when, m in self.events[mark:] if isinstance(m, ReplyPaused)), None)
         turns = list(self.conversation.turns)
         heard = [t for t in turns[count:] if t.barged_in]
-        # the question heard with the one being answered, whose reply goes on (it answers both): that reply's
+        # a question heard with the one being answered, whose reply then goes on (it answers both): that reply's answer
         answer = heard[0].answer or (turns[count - 1].answer if heard[0].rejoined else None) if heard else None
         answered = (answer.about or answer.intent) if answer else ""  # an ask-back: its guess
         silent_at = self._silent_after(paused)

@@ -545,7 +545,11 @@ class Conversation:
     def _rejoined(self, turn: Turn, first: Turn) -> bool:
         """The visitor went on after `first`'s utterance: when its words and these are one question
         (device/conversation/rejoin.py), this turn is that whole question, its audio recognised whole
-        (a recognition cut mid-phrase loses words: "What time do you owe?" + "Barrier.")."""
+        (a recognition cut mid-phrase loses words: "What time do you owe?" + "Barrier."). Never longer
+        than an utterance may be (`max_utterance_s`): a hall's talk heard as utterance after utterance
+        must not grow one recognition without end."""
+        if first.utterance.seconds + turn.utterance.seconds > self.endpointer.settings.max_utterance_s:
+            return False
         if rejoin(first.transcript, turn.transcript, self.dialogue.decide) is None:
             return False
         turn.utterance = replace(turn.utterance, speech_start=first.utterance.speech_start,
