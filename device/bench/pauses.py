@@ -28,7 +28,7 @@ from device.bundled import SAMPLES
 from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer
 from device.conversation.dialogue import Decision
 from device.conversation.pause_words import Words, judge_words, judges_words
-from device.conversation.rejoin import rejoin, resumes
+from device.conversation.rejoin import joined, rejoin, resumes
 from device.models.voices import VOICES, Voice, load_voices, speak
 from device.messages import SpeechPaused, Utterance
 from device.settings import EndpointSettings
@@ -138,21 +138,23 @@ def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recog
     cut = any(u.speech_end < case.speech_end - FRAME for u in utterances)
     last = utterances[-1] if utterances else None
     waited = None if last is None else (last.decided - case.speech_end) / SPEECH_RATE * 1000
-    rejoined = _rejoined(utterances, settings.rejoin_within_ms, asr, decide) if cut and settings.rejoin_within_ms else None
+    rejoined = _rejoined(utterances, settings, asr, decide) if cut and settings.rejoin_within_ms else None
     resumed = tuple(round((b.speech_start - a.decided) / SPEECH_RATE * 1000, 1) for a, b in zip(utterances, utterances[1:]))
     return CaseResult(case, len(utterances), cut, waited, tuple(verdicts), tuple(heard), rejoined, resumed)
 
 
-def _rejoined(utterances: list[Utterance], within_ms: int, asr, decide: Callable[[str], Decision]) -> bool:
-    """Each utterance after the first goes on with the one before, as the conversation rejoins them."""
-    question = asr.transcribe(utterances[0].audio).text
-    for before, after in zip(utterances, utterances[1:]):
-        if not resumes(before.speech_end, after.speech_start, within_ms):
+def _rejoined(utterances: list[Utterance], settings: EndpointSettings, asr, decide: Callable[[str], Decision]) -> bool:
+    """Each utterance after the first goes on with the question so far, as the conversation rejoins them
+    (the joined audio recognised again as one)."""
+    question = utterances[0]
+    text = asr.transcribe(question.audio).text
+    for after in utterances[1:]:
+        if not resumes(question.speech_end, after.speech_start, settings.rejoin_within_ms):
             return False
-        whole = rejoin(question, asr.transcribe(after.audio).text, decide)
-        if whole is None:
+        whole = joined(question, after, settings.max_utterance_s)
+        if whole is None or rejoin(text, asr.transcribe(after.audio).text, decide) is None:
             return False
-        question = whole
+        question, text = whole, asr.transcribe(whole.audio).text
     return True
 
 

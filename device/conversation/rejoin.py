@@ -13,9 +13,13 @@ then recognises the two utterances' audio again as one.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
+import numpy as np
+
 from device.conversation.dialogue import Decision
+from device.messages import Utterance
 from device.models.asr import words
 from engines.model_specs import SPEECH_RATE
 
@@ -33,3 +37,12 @@ def rejoin(first: str, then: str, decide: Callable[[str], Decision]) -> str | No
     whole = f"{first.rstrip(' .,?!')} {then}"
     together, alone = decide(whole), decide(then)
     return whole if together.intent == alone.intent or together.score >= alone.score else None
+
+
+def joined(first: Utterance, then: Utterance, max_utterance_s: float) -> Utterance | None:
+    """`then` heard with `first` as one utterance, from `first`'s start (its audio both's: a recognition
+    cut mid-phrase loses words, "What time do you owe?" + "Barrier."); None if that is longer than an
+    utterance may be, so a hall's talk heard as utterance after utterance never grows one recognition
+    without end."""
+    whole = replace(then, speech_start=first.speech_start, audio=np.concatenate([first.audio, then.audio]))
+    return whole if whole.seconds <= max_utterance_s else None

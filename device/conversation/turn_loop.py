@@ -39,7 +39,7 @@ import re
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -49,7 +49,7 @@ from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer, Endpo
 from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, ReplyPaused, ReplyResumed, SpeechPaused,
                              SpeechResumed, SpeechStarted, TurnTimings, Utterance)
 from device.conversation.pause_words import Words, judge_words, judges_words
-from device.conversation.rejoin import rejoin, resumes
+from device.conversation.rejoin import joined, rejoin, resumes
 from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
 from device.conversation.speech_out import SpeechOut, split_sentences
@@ -275,7 +275,7 @@ class Conversation:
         """Enough speech over a reply (already left out while the canceller settles) pauses it now; so
         does a reply that starts while the visitor talks (they went on after a pause)."""
         self._speech_run = self._speech_run + 1 if speech else 0
-        if self._speech_run >= self._barge_frames and not self.state.held:
+        if self._speech_run >= self._barge_frames:  # a reply held already stays as it is (TurnState.pause)
             self._pause_reply(by_speech=True)
 
     def _pause_reply(self, by_speech: bool) -> None:
@@ -544,17 +544,12 @@ class Conversation:
 
     def _rejoined(self, turn: Turn, first: Turn) -> bool:
         """The visitor went on after `first`'s utterance: when its words and these are one question
-        (device/conversation/rejoin.py), this turn is that whole question, its audio recognised whole
-        (a recognition cut mid-phrase loses words: "What time do you owe?" + "Barrier."). Never longer
-        than an utterance may be (`max_utterance_s`): a hall's talk heard as utterance after utterance
-        must not grow one recognition without end."""
-        if first.utterance.seconds + turn.utterance.seconds > self.endpointer.settings.max_utterance_s:
+        (device/conversation/rejoin.py), this turn is that whole question, its audio recognised whole."""
+        whole = joined(first.utterance, turn.utterance, self.endpointer.settings.max_utterance_s)
+        if whole is None or rejoin(first.transcript, turn.transcript, self.dialogue.decide) is None:
             return False
-        if rejoin(first.transcript, turn.transcript, self.dialogue.decide) is None:
-            return False
-        turn.utterance = replace(turn.utterance, speech_start=first.utterance.speech_start,
-                                audio=np.concatenate([first.utterance.audio, turn.utterance.audio]))
-        turn.transcript = self._asr_pool.submit(self.asr.transcribe, turn.utterance.audio).result().text
+        turn.utterance = whole
+        turn.transcript = self._asr_pool.submit(self.asr.transcribe, whole.audio).result().text
         turn.timings.asr_done, turn.rejoined = time.monotonic(), True
         log.info("turn %d goes on with turn %d: %r", turn.id, first.id, turn.transcript)
         self._count("rejoined a question")

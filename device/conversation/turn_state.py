@@ -42,12 +42,6 @@ class TurnState(Generic[T]):
         with self._changed:
             return self._turn
 
-    @property
-    def held(self) -> bool:
-        """The visitor's speech holds the reply."""
-        with self._changed:
-            return self._held
-
     def start(self, turn: T, cancel: threading.Event, speaker_busy: bool) -> bool:
         """`turn`'s reply starts, unless one is going or the speaker still plays (check and start are one
         step); `cancel` is what an interruption sets."""
