@@ -13,6 +13,15 @@ given an `optimized` path keeps ONNX Runtime's optimized graph there on its firs
 option `optimized_model_filepath`) and afterwards loads that with optimization off. The file is made
 for one machine (at the "all" level ONNX Runtime lays out weights for the CPU it runs on), so its
 name carries the model's sha256, ONNX Runtime's version and the CPU (`optimized_name`).
+
+The robot runs several sessions at once (VAD, recognition's encoder and decoder, the voice, the text
+encoder, faces), each with its own intra-op pool. By default a pool's threads spin after each run,
+waiting for the next: on a CPU with few cores they take the cores the other sessions need, even the
+encoder's spinning while the decoder runs. So spinning is off (the session option
+"session.intra_op.allow_spinning", onnxruntime_session_options_config_keys.h; ONNX Runtime's
+"Thread management" guide). Measured on two cores: recognising the bundled opening-hours question
+339-355 against 418-441 ms; `bench turn`, nine runs each way back to back, turn p50 322-454 against
+371-477 ms (docs/end-of-turn.md).
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from engines.runner import Feeds, Runner
 
 
 SHRINK_EVERY_S = 30.0
+ALLOW_SPINNING = "session.intra_op.allow_spinning"  # kOrtSessionOptionsConfigAllowIntraOpSpinning
 log = logging.getLogger(__name__)
 
 
@@ -96,6 +106,7 @@ class OnnxRuntimeRunner(Runner):
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        options.add_session_config_entry(ALLOW_SPINNING, "0")
         if not optimize:
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         return options

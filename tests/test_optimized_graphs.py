@@ -8,7 +8,7 @@ import logging
 
 from engines.backends import OPTIMIZED_DIR, open_runner
 from engines.model_specs import MODELS
-from engines.onnxrt_runner import OnnxRuntimeRunner, optimized_name
+from engines.onnxrt_runner import ALLOW_SPINNING, OnnxRuntimeRunner, optimized_name
 
 from device.models.asr import SpeechRecognizer
 
@@ -63,3 +63,16 @@ def test_where_no_optimized_graph_can_be_kept_the_model_loads_all_the_same(store
 def test_the_runners_of_the_product_keep_theirs_in_the_model_store(store):
     with open_runner(store, "vad") as runner:
         assert runner.optimized.parent == store.root / OPTIMIZED_DIR and runner.optimized.is_file()
+
+
+def test_no_session_keeps_its_threads_spinning_between_runs(store, tmp_path):
+    """The robot's sessions share few cores: a pool spinning after its run takes them from the others
+    (engines/onnxrt_runner.py), whether the session came from the model, was optimized and kept, or
+    was loaded from what was kept."""
+    model = store.path(MODELS["vad"].model)
+    kept = tmp_path / optimized_name(model, store.entries()[MODELS["vad"].model].sha256)
+    spinning = []
+    for optimized in (None, kept, kept):
+        with OnnxRuntimeRunner("vad", model, threads=2, optimized=optimized) as runner:
+            spinning.append((runner.loaded_from, runner._session.get_session_options().get_session_config_entry(ALLOW_SPINNING)))
+    assert spinning == [(model, "0"), (model, "0"), (kept, "0")]
