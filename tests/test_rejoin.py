@@ -11,7 +11,7 @@ from engines.model_specs import FRAME, SPEECH_RATE
 from device.audio_file import resample
 from device.conversation.dialogue import Dialogue
 from device.conversation.knowledge import load_knowledge
-from device.conversation.rejoin import rejoin, resumes
+from device.conversation.rejoin import Rejoined, rejoin, resumes
 from device.conversation.speech_out import SpeechOut
 from device.conversation.turn_loop import Conversation
 from device.messages import Interrupt
@@ -35,14 +35,19 @@ def test_speech_goes_on_with_the_utterance_only_within_the_window():
 
 
 def test_the_words_are_one_question_when_the_knowledge_base_places_them_so(dialogue):
-    # the rest of a question: joined ("For the building" alone is nothing the robot knows)
-    assert rejoin("Do you have a map?", "For the building,", dialogue.decide) == "Do you have a map For the building,"
+    # the rest of a question: joined (asked back about directions alone and together: the same answer)
+    assert rejoin("Do you have a map?", "For the building,", dialogue.decide) == Rejoined("Do you have a map For the building,", True)
+    # only asked back about alone (the wifi), answered together: joined, and not the same answer
+    assert rejoin("What is the password?", "For the wireless network.", dialogue.decide) == Rejoined(
+        "What is the password For the wireless network.", False)
     # a question of its own after another: not joined (together they score lower, as the first question)
     assert rejoin("What are your opening hours?", "Where are the restrooms?", dialogue.decide) is None
     # a thank-you said as the answer starts: one question with the one being answered (not a goodbye)
     whole = rejoin("Where can I park?", "Thank you.", dialogue.decide)
-    assert whole is not None and dialogue.decide(whole).intent == "parking"
+    assert whole is not None and not whole.same_answer and dialogue.decide(whole.text).intent == "parking"
     assert dialogue.decide("Thank you.").intent != "parking"
+    # a greeting, then the question: the same question as the question alone
+    assert rejoin("Hello,", "What time do you open tomorrow?", dialogue.decide) == Rejoined("Hello What time do you open tomorrow?", True)
     assert rejoin("Where can I park?", "", dialogue.decide) is None  # a cough: nothing to go on with
 
 
@@ -64,12 +69,17 @@ def _hesitate(conversation: Conversation, tts, first: str, then: str) -> None:
 
 
 @pytest.mark.parametrize("case", ["cut", "goes on", "too long"])
-def test_a_visitor_who_goes_on_after_the_end_is_heard_whole(vad, asr, dialogue, tts, case):
+def test_a_visitor_who_goes_on_after_the_end_is_heard_whole(vad, asr, dialogue, tts, case, monkeypatch):
     """The real conversation with barge-in (a headset: no canceller): "Is there a place" is answered
     (food) before the visitor goes on "where I can park my car?": that reply is cut, not kept for
-    "repeat that", and the whole question answered (parking). "What is the password" is answered (the
-    wifi) before "for the wireless network": the same question whole, so its reply goes on. Two
-    utterances longer together than one may be are not joined: the second is a question of its own."""
+    "repeat that", and the whole question answered (parking, as the new words alone: not recognised
+    again). "What is the password" is answered (the wifi) before "for the wireless network" (alone only
+    asked back about): the whole is recognised again as one, the same question as the one answered, so
+    its reply goes on. Two utterances longer together than one may be are not joined: the second is a
+    question of its own."""
+    recognised = []  # the length of every audio recognised
+    transcribe = asr.transcribe
+    monkeypatch.setattr(asr, "transcribe", lambda audio: recognised.append(len(audio)) or transcribe(audio))
     interrupts = []
     endpoint = dataclasses.replace(ENDPOINT, rejoin_within_ms=1200, max_utterance_s=2.5 if case == "too long" else 15.0)
     bargein = dataclasses.replace(load_settings().bargein, enabled=True)
@@ -84,6 +94,7 @@ def test_a_visitor_who_goes_on_after_the_end_is_heard_whole(vad, asr, dialogue, 
             assert whole.rejoined and whole.transcript.lower().startswith("is there a place")
             assert whole.utterance.speech_start == first.utterance.speech_start  # recognised whole, from its start
             assert whole.utterance.seconds > first.utterance.seconds + 1.0
+            assert len(whole.utterance.audio) not in recognised  # the same question as its new words alone
             assert whole.answer.intent == "parking" and not whole.ignored
             assert [m.reason for m in interrupts] == ["the visitor had not finished their question"]
             assert conversation.tally()["rejoined a question"] == 1
@@ -98,6 +109,7 @@ def test_a_visitor_who_goes_on_after_the_end_is_heard_whole(vad, asr, dialogue, 
             _hesitate(conversation, tts, "What is the password?", "For the wireless network.")
             first, rest = conversation.turns[0], conversation.turns[1]
             assert first.answer.intent == "wifi" and rest.rejoined
+            assert len(rest.utterance.audio) in recognised  # both utterances' audio, recognised as one
             assert rest.ignored == "said over the reply (the rest of the question it answers)"
             assert first.done.wait(20) and not first.interrupted and interrupts == []
             assert conversation.speaker.played >= len(first.reply_audio)  # said to its end

@@ -144,17 +144,17 @@ def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recog
 
 
 def _rejoined(utterances: list[Utterance], settings: EndpointSettings, asr, decide: Callable[[str], Decision]) -> bool:
-    """Each utterance after the first goes on with the question so far, as the conversation rejoins them
-    (the joined audio recognised again as one)."""
+    """Each utterance after the first goes on with the question so far, as the conversation rejoins them."""
     question = utterances[0]
     text = asr.transcribe(question.audio).text
     for after in utterances[1:]:
         if not resumes(question.speech_end, after.speech_start, settings.rejoin_within_ms):
             return False
         whole = joined(question, after, settings.max_utterance_s)
-        if whole is None or rejoin(text, asr.transcribe(after.audio).text, decide) is None:
+        together = None if whole is None else rejoin(text, asr.transcribe(after.audio).text, decide)
+        if together is None:
             return False
-        question, text = whole, asr.transcribe(whole.audio).text
+        question, text = whole, together.text if together.same_answer else asr.transcribe(whole.audio).text
     return True
 
 

@@ -5,15 +5,16 @@ you have a map ... of the building?") is answered before they finish, and what t
 is half a question. No rule on the pause itself tells all such pauses from a finished question (the
 words before many make a sentence: docs/end-of-turn.md). What comes after does: speech that starts
 within `[endpoint] rejoin_within_ms` of the last utterance's end is heard with it when the words
-together are the same question to the knowledge base as the new words alone (then hearing them whole
-changes no answer), or one it places at least as well ("of the building" alone is nothing; "Where
-are the restrooms?" after "What are your opening hours?" is a question of its own). The turn loop
-then recognises the two utterances' audio again as one.
+together are the same question to the knowledge base as the new words alone, or one it places at
+least as well ("of the building" alone is half a question; "Where are the restrooms?" after "What are your
+opening hours?" is a question of its own). The turn loop then recognises the two utterances' audio
+again as one (a recognition cut mid-phrase loses words), unless the robot would do the same with the
+new words alone ("Hello," + "What time do you open?"): then that changes no answer and only delays it.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -29,14 +30,24 @@ def resumes(previous_end: int, start: int, within_ms: int) -> bool:
     return within_ms > 0 and 0 <= start - previous_end <= within_ms * SPEECH_RATE // 1000
 
 
-def rejoin(first: str, then: str, decide: Callable[[str], Decision]) -> str | None:
-    """The question `first` and `then` make together, if it is placed at least as well as `then` alone
-    (None: `then` is a question of its own, or either has no words)."""
+@dataclass(frozen=True)
+class Rejoined:
+    """Two utterances' words as one question."""
+
+    text: str
+    same_answer: bool  # the robot does with it what it does with the new words alone (the same decision)
+
+
+def rejoin(first: str, then: str, decide: Callable[[str], Decision]) -> Rejoined | None:
+    """The question `first` and `then` make together, if it is the same question as `then` alone or
+    one placed at least as well (None: `then` is a question of its own, or either has no words)."""
     if not words(first) or not words(then):
         return None
     whole = f"{first.rstrip(' .,?!')} {then}"
     together, alone = decide(whole), decide(then)
-    return whole if together.intent == alone.intent or together.score >= alone.score else None
+    if together.intent == alone.intent or together.score >= alone.score:
+        return Rejoined(whole, same_answer=(together.kind, together.intent) == (alone.kind, alone.intent))
+    return None
 
 
 def joined(first: Utterance, then: Utterance, max_utterance_s: float) -> Utterance | None:

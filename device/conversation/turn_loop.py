@@ -544,12 +544,15 @@ class Conversation:
 
     def _rejoined(self, turn: Turn, first: Turn) -> bool:
         """The visitor went on after `first`'s utterance: when its words and these are one question
-        (device/conversation/rejoin.py), this turn is that whole question, its audio recognised whole."""
+        (device/conversation/rejoin.py), this turn is that whole question, its audio recognised whole
+        unless the robot would do the same with these words alone."""
         whole = joined(first.utterance, turn.utterance, self.endpointer.settings.max_utterance_s)
-        if whole is None or rejoin(first.transcript, turn.transcript, self.dialogue.decide) is None:
+        question = None if whole is None else rejoin(first.transcript, turn.transcript, self.dialogue.decide)
+        if question is None:
             return False
         turn.utterance = whole
-        turn.transcript = self._asr_pool.submit(self.asr.transcribe, whole.audio).result().text
+        turn.transcript = (question.text if question.same_answer
+                           else self._asr_pool.submit(self.asr.transcribe, whole.audio).result().text)
         turn.timings.asr_done, turn.rejoined = time.monotonic(), True
         log.info("turn %d goes on with turn %d: %r", turn.id, first.id, turn.transcript)
         self._count("rejoined a question")
