@@ -28,7 +28,7 @@ from device.bundled import SAMPLES
 from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer
 from device.conversation.dialogue import Decision
 from device.conversation.pause_words import Words, judge_words, judges_words
-from device.conversation.rejoin import joined, rejoin, resumes
+from device.conversation.rejoin import heard_together, resumes
 from device.models.voices import VOICES, Voice, load_voices, speak
 from device.messages import SpeechPaused, Utterance
 from device.settings import EndpointSettings
@@ -145,16 +145,16 @@ def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recog
 
 def _rejoined(utterances: list[Utterance], settings: EndpointSettings, asr, decide: Callable[[str], Decision]) -> bool:
     """Each utterance after the first goes on with the question so far, as the conversation rejoins them."""
-    question = utterances[0]
-    text = asr.transcribe(question.audio).text
+    def transcribe(audio: np.ndarray) -> str:
+        return asr.transcribe(audio).text
+
+    question = (utterances[0], transcribe(utterances[0].audio))
     for after in utterances[1:]:
-        if not resumes(question.speech_end, after.speech_start, settings.rejoin_within_ms):
+        if not resumes(question[0].speech_end, after.speech_start, settings.rejoin_within_ms):
             return False
-        whole = joined(question, after, settings.max_utterance_s)
-        together = None if whole is None else rejoin(text, asr.transcribe(after.audio).text, decide)
-        if together is None:
+        question = heard_together(question, (after, transcribe(after.audio)), settings.max_utterance_s, decide, transcribe)
+        if question is None:
             return False
-        question, text = whole, together.text if together.same_answer else asr.transcribe(whole.audio).text
     return True
 
 

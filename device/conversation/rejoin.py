@@ -58,3 +58,17 @@ def joined(first: Utterance, then: Utterance, max_utterance_s: float) -> Utteran
     without end."""
     whole = replace(then, speech_start=first.speech_start, audio=np.concatenate([first.audio, then.audio]))
     return whole if whole.seconds <= max_utterance_s else None
+
+
+Heard = tuple[Utterance, str]  # an utterance and its words
+
+
+def heard_together(first: Heard, then: Heard, max_utterance_s: float, decide: Callable[[str], Decision],
+                   transcribe: Callable[[np.ndarray], str]) -> Heard | None:
+    """`then` heard with `first` as one question (None: they are not one, or together too long). Its
+    words are recognised again from both's audio unless the robot would do the same with `then`'s alone."""
+    whole = joined(first[0], then[0], max_utterance_s)
+    question = None if whole is None else rejoin(first[1], then[1], decide)
+    if question is None:
+        return None
+    return whole, question.text if question.same_answer else transcribe(whole.audio)

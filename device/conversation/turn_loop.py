@@ -49,7 +49,7 @@ from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer, Endpo
 from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, ReplyPaused, ReplyResumed, SpeechPaused,
                              SpeechResumed, SpeechStarted, TurnTimings, Utterance)
 from device.conversation.pause_words import Words, judge_words, judges_words
-from device.conversation.rejoin import joined, rejoin, resumes
+from device.conversation.rejoin import heard_together, resumes
 from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
 from device.conversation.speech_out import SpeechOut, split_sentences
@@ -546,17 +546,19 @@ class Conversation:
         """The visitor went on after `first`'s utterance: when its words and these are one question
         (device/conversation/rejoin.py), this turn is that whole question, its audio recognised whole
         unless the robot would do the same with these words alone."""
-        whole = joined(first.utterance, turn.utterance, self.endpointer.settings.max_utterance_s)
-        question = None if whole is None else rejoin(first.transcript, turn.transcript, self.dialogue.decide)
-        if question is None:
+        heard = heard_together((first.utterance, first.transcript), (turn.utterance, turn.transcript),
+                               self.endpointer.settings.max_utterance_s, self.dialogue.decide, self._transcribe)
+        if heard is None:
             return False
-        turn.utterance = whole
-        turn.transcript = (question.text if question.same_answer
-                           else self._asr_pool.submit(self.asr.transcribe, whole.audio).result().text)
+        turn.utterance, turn.transcript = heard
         turn.timings.asr_done, turn.rejoined = time.monotonic(), True
         log.info("turn %d goes on with turn %d: %r", turn.id, first.id, turn.transcript)
         self._count("rejoined a question")
         return True
+
+    def _transcribe(self, audio: np.ndarray) -> str:
+        """Words of `audio`, recognised on the recognition thread (one recognizer, one thread at a time)."""
+        return self._asr_pool.submit(self.asr.transcribe, audio).result().text
 
     def _answers_whole(self, turn: Turn, first: Turn) -> bool:
         """The reply to `first` (the first half) goes on if it answers the whole question too (False);
