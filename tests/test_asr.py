@@ -1,11 +1,13 @@
 """Moonshine on real recordings, through the CLI and the wrapper."""
 
 import json
+import threading
 
 import numpy as np
+import pytest
 import soundfile
 
-from device.models.asr import read_vocabulary
+from device.models.asr import RecognitionStopped, read_vocabulary
 from device.models.asr import words
 from tests.conftest import run_cli
 
@@ -14,6 +16,27 @@ BECKETT = "Ever tried. Ever failed. No matter. Try again. Fail again. Fail bette
 
 def test_beckett_transcribed_word_for_word(asr, beckett):
     assert words(asr.transcribe(beckett).text) == words(BECKETT)
+
+
+def test_a_stopped_recognition_ends_between_decoding_steps(asr, beckett, monkeypatch):
+    """`stop`, set from another thread while the words are decoded, ends the recognition at the next step;
+    never set, it changes nothing."""
+    assert words(asr.transcribe(beckett, threading.Event()).text) == words(BECKETT)
+    stop, steps = threading.Event(), []
+    infer = asr.decoder.infer
+
+    def decode_step(inputs):  # the real decoder, counted; at the third step another thread asks to stop
+        steps.append(len(steps))
+        if len(steps) == 3:
+            setter = threading.Thread(target=stop.set)
+            setter.start()
+            setter.join()
+        return infer(inputs)
+
+    monkeypatch.setattr(asr.decoder, "infer", decode_step)
+    with pytest.raises(RecognitionStopped, match="after 3 token"):
+        asr.transcribe(beckett, stop)
+    assert len(steps) == 3
 
 
 def test_cli_transcribes_any_rate_channels_and_sample_format(store, beckett, tmp_path):

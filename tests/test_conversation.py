@@ -10,7 +10,7 @@ import pytest
 from device.audio_file import resample
 from device.conversation.visit import MicrophoneClock, Question, bundled_questions, play_visit
 from engines.model_specs import FRAME
-from device.models.asr import words
+from device.models.asr import RecognitionStopped, words
 from tests.conftest import run_cli
 
 
@@ -54,6 +54,35 @@ def test_synthesized_question_at_15_db_snr(make_conversation, tts):
     rms = np.sqrt(np.mean(audio[4000:] ** 2))
     play_visit(conversation, [Question(audio, "tickets")], realtime=False, noise_db=20 * np.log10(rms) - 15)
     assert conversation.turns[0].answer.intent == "tickets"
+
+
+def test_speech_after_a_pause_stops_the_pause_s_recognition(make_conversation, tts, asr, monkeypatch):
+    """A visitor who talks on after a short pause: the recognition started at it stops (its words are not
+    wanted, and it would hold the one recognition thread the real end's words wait for); the question is
+    heard whole."""
+    outcomes = []
+    transcribe = asr.transcribe
+
+    def recognise(audio, stop=None):  # the real recognizer, its outcomes noted
+        try:
+            transcript = transcribe(audio, stop)
+        except RecognitionStopped:
+            outcomes.append("stopped")
+            raise
+        outcomes.append(transcript.text)
+        return transcript
+
+    monkeypatch.setattr(asr, "transcribe", recognise)
+    conversation = make_conversation()
+    pause = np.zeros(6 * FRAME, np.float32)  # over the 32 ms that starts a recognition, under the hangover
+    audio = np.concatenate([spoken(tts, "Where can I"), pause, spoken(tts, "buy tickets?")[4000:]])
+    for start in range(0, len(audio) - FRAME + 1, FRAME):  # as fast as it takes it: the pause's words still pending
+        conversation.feed(audio[start:start + FRAME])
+    play_visit(conversation, [Question(np.zeros(FRAME, np.float32), "tickets")], realtime=False)
+    assert outcomes[0] == "stopped", outcomes
+    assert [t.answer.intent for t in conversation.turns] == ["tickets"]
+    heard = words(conversation.turns[0].transcript)  # "buy" or "by": the synthesized voice's
+    assert heard[:3] == ["where", "can", "i"] and heard[-1] == "tickets", heard
 
 
 def test_silence_and_hiss_start_no_turn(make_conversation):

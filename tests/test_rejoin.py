@@ -79,7 +79,7 @@ def test_a_visitor_who_goes_on_after_the_end_is_heard_whole(vad, asr, dialogue, 
     question of its own."""
     recognised = []  # the length of every audio recognised
     transcribe = asr.transcribe
-    monkeypatch.setattr(asr, "transcribe", lambda audio: recognised.append(len(audio)) or transcribe(audio))
+    monkeypatch.setattr(asr, "transcribe", lambda audio, stop=None: recognised.append(len(audio)) or transcribe(audio, stop))
     interrupts = []
     endpoint = dataclasses.replace(ENDPOINT, rejoin_within_ms=1200, max_utterance_s=2.5 if case == "too long" else 15.0)
     bargein = dataclasses.replace(load_settings().bargein, enabled=True)

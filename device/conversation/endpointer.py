@@ -34,7 +34,7 @@ Event = SpeechStarted | SpeechPaused | SpeechResumed | Utterance
 # delay the real one. Recognising 1-5 s of speech takes 100-350 ms here, and the words end a known
 # question's pause (`min_hangover_ms`) only once they are in: 64 rather than 96 ms took the bundled
 # visit's turn p50 from 233-247 to 204-208 ms, the tuning pauses unchanged (docs/end-of-turn.md).
-SPECULATE_AFTER_MS = 64
+SPECULATE_AFTER_MS = 32
 FLOOR_WINDOW_MS, FLOOR_PERCENTILE = 5000, 10  # the noise floor: the 10th percentile of the last 5 s
 
 

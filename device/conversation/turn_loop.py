@@ -88,6 +88,15 @@ WARM_UP_TAIL_S = 0.5
 LATE_VERDICTS_TO_STOP = 3
 
 
+@dataclass(frozen=True)
+class Speculation:
+    """A pause's recognition, started before the endpointer knows whether the utterance ends there."""
+
+    speech_end: int
+    heard: Future[Transcript]
+    stop: threading.Event  # set when the visitor talks on: its words are no longer wanted
+
+
 @dataclass
 class Turn:
     """Everything about one visitor utterance and the robot's reply."""
@@ -162,7 +171,7 @@ class Conversation:
         self._warm_up_tail = 0  # samples still not listened to after the start-up phrase (feeding thread, once started)
         self._heard = np.zeros(0, np.float32)  # cleaned samples not yet a whole FRAME (feeding thread)
         self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
-        self._speculative: tuple[int, Future[Transcript]] | None = None
+        self._speculative: Speculation | None = None
         self._pause_words: Future[Words] | None = None  # what the speculative words are, judged after them
         self._words_given = -1  # the pause whose speculative words the endpointer was last given (feeding thread)
         self._words: Words | None = None  # what they were (feeding thread)
@@ -224,13 +233,16 @@ class Conversation:
             if isinstance(event, (SpeechStarted, Utterance)):
                 self.observer(event)
             if isinstance(event, SpeechPaused):
-                heard = self._asr_pool.submit(self.asr.transcribe, event.audio)
-                self._speculative = (event.speech_end, heard)
+                stop = threading.Event()
+                heard = self._asr_pool.submit(self.asr.transcribe, event.audio, stop)
+                self._speculative = Speculation(event.speech_end, heard, stop)
                 if judges_words(self.endpointer.settings):
                     self._pause_words = self._asr_pool.submit(self._words_of, heard)
                 if self.end_of_turn is not None and self._late_verdicts < LATE_VERDICTS_TO_STOP:
                     self._judging = self._judge_pool.submit(self._judge, event)
             elif isinstance(event, SpeechResumed):
+                if self._speculative is not None:
+                    self._speculative.stop.set()
                 for pending in self._pause_work():
                     pending.cancel()  # only drops it if it has not started yet
                 self._speculative = self._pause_words = self._judging = None
@@ -248,7 +260,7 @@ class Conversation:
 
     def _pause_work(self) -> list[Future]:
         """The current pause's recognition, words judgement and verdict still pending."""
-        work = (self._speculative[1] if self._speculative else None, self._pause_words, self._judging)
+        work = (self._speculative.heard if self._speculative else None, self._pause_words, self._judging)
         return [pending for pending in work if pending is not None]
 
     def _words_of(self, heard: Future[Transcript]) -> Words:
@@ -264,7 +276,7 @@ class Conversation:
         is sure of ends it sooner)."""
         if self._speculative is None or self._pause_words is None:
             return []
-        speech_end, judged = self._speculative[0], self._pause_words
+        speech_end, judged = self._speculative.speech_end, self._pause_words
         if speech_end == self._words_given or not judged.done():
             return []
         self._words_given = speech_end
@@ -320,7 +332,7 @@ class Conversation:
         pause is heard whole, unless the words before this pause (the speculative recognition's) are a
         backchannel ("mm-hm"): then the usual hangover, and the reply goes on sooner. (Not when no word
         was recognised: double talk can leave a question's first words unrecognisable.)"""
-        heard = self._speculative[1] if self._speculative is not None else None
+        heard = self._speculative.heard if self._speculative is not None else None
         if heard is None or not heard.done() or heard.cancelled() or heard.exception() is not None:
             return self.bargein.hold_hangover_ms
         text = heard.result().text
@@ -450,8 +462,8 @@ class Conversation:
         timings = TurnTimings(0, endpoint=now, speech_end=self._arrival_of(utterance.speech_end // FRAME - 1))
         speculative = self._speculative
         self._speculative = self._pause_words = None
-        if speculative is not None and speculative[0] == utterance.speech_end:
-            future, timings.speculative_hit = speculative[1], True
+        if speculative is not None and speculative.speech_end == utterance.speech_end:
+            future, timings.speculative_hit = speculative.heard, True
         else:
             future = self._asr_pool.submit(self.asr.transcribe, utterance.audio)
         with self._lock:
