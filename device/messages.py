@@ -76,7 +76,8 @@ class Viseme:
 
 @dataclass(frozen=True)
 class ReplyChunk:
-    """One synthesized sentence of a reply, ready for the speaker."""
+    """A piece of a reply's sound, ready for the speaker: a sentence or, while it is being made, a
+    piece of one. A sentence's first chunk carries its text and all its mouth shapes; the rest none."""
 
     turn: int
     index: int

@@ -78,6 +78,13 @@ def _end_of_turn_golden() -> Feeds:
     return {"input_features": rng.uniform(-1, 1, (1, *END_OF_TURN_FEATURES)).astype(np.float32)}
 
 
+def _vocoder_golden() -> Feeds:
+    rng = np.random.default_rng(5)  # the voice's latent frames are about unit normal
+    frames = VOCODER_PIECES[1] + 2 * VOCODER_CONTEXT
+    return {"latent": rng.normal(0, 1, (1, LATENT_CHANNELS, frames)).astype(np.float32),
+            "mask": np.ones((1, 1, frames), np.float32)}
+
+
 def _encoder_golden() -> Feeds:
     return {"input_values": _audio(2.0, 2)[None, :]}
 
@@ -87,6 +94,14 @@ def _encoder_golden() -> Feeds:
 TEXT_BATCH, TEXT_TOKENS = 16, 256
 MAX_AUDIO = SPEECH_RATE * 16  # an utterance of at most 15 s plus the recogniser's padding
 VAD_STATE = (2, 1, 128)
+# The vocoder's contract: a sentence's latent frames go in pieces of VOCODER_PIECES frames (the
+# first small, so the first sound comes soon; then larger: fewer calls, less context made twice),
+# each with VOCODER_CONTEXT frames of context on either side, whose samples are dropped. Its flow and
+# decoder see about that far: with 24 frames the pieces' samples differ from the whole sentence's
+# by under 1e-4 relative RMS (with 16, 7e-3), asserted by tests/test_conversions.py. A 3.7 s
+# sentence on the 2-core PC: first piece after 123-140 ms, all of it in 520-540 ms (one call: 420).
+LATENT_CHANNELS, VOCODER_CONTEXT, VOCODER_PIECES = 192, 24, (32, 96, 256)
+VOCODER_FRAMES = VOCODER_PIECES[-1] + 2 * VOCODER_CONTEXT
 
 # The portrait avatar's landmark models run once per photo, at start, and their result is cached: an
 # engine build (minutes on an Orin) would cost more than every call it could ever serve.
@@ -108,6 +123,10 @@ MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
     ModelSpec("face-mesh.onnx", {}, min_cosine=0.99, deadline_ms=100, golden=dict, cpu_reason=_ONCE_PER_PORTRAIT),
     ModelSpec("iris.onnx", {}, min_cosine=0.99, deadline_ms=100, golden=dict, cpu_reason=_ONCE_PER_PORTRAIT),
     ModelSpec("tts.onnx", {}, min_cosine=0.99, deadline_ms=600, golden=dict, extra_files=("tts.onnx.json",),
-              cpu_reason="Piper's output length depends on the data (NonZero, a duration-driven length) and it "
-                         "samples noise (RandomNormalLike), so its output cannot be sized ahead or validated"),
+              cpu_reason="Piper's text side: its output length depends on the data (NonZero, a duration-driven "
+                         "length) and it samples noise (RandomNormalLike), so its output cannot be sized ahead or validated"),
+    ModelSpec("tts-vocoder.onnx", {"latent": ((1, LATENT_CHANNELS, 1), (1, LATENT_CHANNELS, VOCODER_PIECES[1] + 2 * VOCODER_CONTEXT),
+                                              (1, LATENT_CHANNELS, VOCODER_FRAMES)),
+                                   "mask": ((1, 1, 1), (1, 1, VOCODER_PIECES[1] + 2 * VOCODER_CONTEXT), (1, 1, VOCODER_FRAMES))},
+              min_cosine=0.99, deadline_ms=300, golden=_vocoder_golden),
 )}

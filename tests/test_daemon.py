@@ -115,7 +115,7 @@ def test_ready_status_visit_reload_and_clean_stop(store, tmp_path, daemons):
     assert "STATUS=loading models" in daemon.wait_for("STATUS=loading", 30)
     assert "EXTEND_TIMEOUT_USEC=" in daemon.wait_for("EXTEND_TIMEOUT_USEC", 30)
     ready = daemon.wait_for("READY=1", 60)
-    assert "STATUS=ready: 0 models on GPU, 5 on CPU" in ready
+    assert "STATUS=ready: 0 models on GPU, 6 on CPU" in ready
     daemon.wait_for("WATCHDOG=1", 5)
 
     # The visit plays: greeting, an answer, goodbye, in order.
@@ -126,7 +126,7 @@ def test_ready_status_visit_reload_and_clean_stop(store, tmp_path, daemons):
     assert [t["intent"] for t in status["turns"]] == ["greeting", "opening_hours", "goodbye"]
     assert all(t["latency_ms"] < 3000 for t in status["turns"])
     assert status["state"] == "ready" and status["hung_stages"] == []
-    assert set(status["models"]) == {"vad", "asr-encoder", "asr-decoder", "tts", "text"}
+    assert set(status["models"]) == {"vad", "asr-encoder", "asr-decoder", "tts", "tts-vocoder", "text"}
     assert status["devices"]["microphone"].startswith("file ")
     intents = status["knowledge"]["intents"]
 

@@ -33,8 +33,8 @@ def test_long_or_odd_text_becomes_bounded_speakable_pieces():
 def test_a_reply_with_a_nul_is_spoken_without_it(tts):
     speech = SpeechOut(tts, cache=False)
     chunks = list(speech.chunks(1, ["We open\x00 at nine."], threading.Event()))
-    assert [c.text for c in chunks] == ["We open at nine.", ""] and len(chunks[0].audio) > 10_000
-    assert [c.last for c in chunks] == [False, True] and len(chunks[1].audio) == 0  # the reply's end
+    assert [c.text for c in chunks if c.text] == ["We open at nine."] and sum(len(c.audio) for c in chunks) > 10_000
+    assert [c.last for c in chunks] == [False] * (len(chunks) - 1) + [True] and len(chunks[-1].audio) == 0  # the reply's end
 
 
 def test_a_status_client_that_never_reads_does_not_block_the_others(tmp_path):

@@ -21,7 +21,7 @@ from device.bundled import SAMPLE_PHOTO
 from device.bench.stats import peak_rss_mb, percentiles_ms
 from device.models import catalog
 from engines.errors import InputError
-from engines.model_specs import FRAME, SPEECH_RATE
+from engines.model_specs import FRAME, MODELS, SPEECH_RATE
 from engines.store.model_store import ModelStore
 
 WARMUP = 3
@@ -83,6 +83,13 @@ def _tts(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
     return "one 11-word sentence", lambda: list(tts.synthesize(text))
 
 
+def _tts_vocoder(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
+    tts = catalog.load_tts(store, threads)
+    feeds = MODELS["tts-vocoder"].golden()
+    frames = feeds["latent"].shape[2]
+    return f"a {frames}-frame piece ({frames * tts.hop / tts.sample_rate:.2f} s of audio)", lambda: tts.vocoder.infer(feeds)
+
+
 def _face(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
     faces = catalog.load_faces(store, threads)
     frame = np.full((720, 1280, 3), 90, np.uint8)
@@ -108,6 +115,5 @@ def _face_mesh(store: ModelStore, threads: int) -> tuple[str, Callable[[], objec
 
 
 # One workload per model of engines.model_specs.MODELS, under its name.
-WORKLOADS = {"vad": _vad, "asr-encoder": _asr_encoder, "asr-decoder": _asr_decoder, "tts": _tts, "face": _face,
-             "text": _text, "end-of-turn": _end_of_turn,
-             "face-mesh": _face_mesh, "iris": _face_mesh}
+WORKLOADS = {"vad": _vad, "asr-encoder": _asr_encoder, "asr-decoder": _asr_decoder, "tts": _tts, "tts-vocoder": _tts_vocoder,
+             "face": _face, "text": _text, "end-of-turn": _end_of_turn, "face-mesh": _face_mesh, "iris": _face_mesh}

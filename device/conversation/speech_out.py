@@ -1,8 +1,9 @@
-"""Speech out: a reply becomes sentence chunks with visemes, the first ready as soon as possible.
+"""Speech out: a reply becomes chunks of sound with visemes, the first ready as soon as possible.
 
-The first sentence is synthesized and handed on while the rest is still being made. Replies that
-come back word for word (the knowledge base's answers) are cached, so a kiosk answers its common
-questions without synthesizing at all; `prepare` fills the cache in the background at start.
+Each sentence's sound is handed on piece by piece as the vocoder makes it (device/models/tts.py),
+while the rest is still being made. Replies that come back word for word (the knowledge base's
+answers) are cached whole, so a kiosk answers its common questions without synthesizing at all;
+`prepare` fills the cache in the background at start.
 """
 
 from __future__ import annotations
@@ -46,13 +47,22 @@ def split_sentences(text: str) -> list[str]:
     return [p for p in pieces if any(c.isalnum() for c in p)]
 
 
+def unsaid(chunks: list[ReplyChunk], played: int, text: str | None) -> str:
+    """What a reply cut after `played` samples did not say: its sentences from the first not played
+    whole. `text`: the whole answer's; None for an LLM's stream, whose sentences are those that came."""
+    firsts = [c for c in chunks if c.text]  # each sentence's first chunk
+    ends = [c.start for c in firsts[1:]] + [c.start for c in chunks[-1:] if c.last]  # where each sentence ends
+    whole = sum(1 for end in ends if end <= played)
+    sentences = split_sentences(text) if text is not None else [c.text for c in firsts]
+    return " ".join(sentences[whole:])
+
+
 class SpeechOut:
     def __init__(self, tts: SpeechSynthesizer, cache: bool = True) -> None:
         self.tts = tts
         self.cache_enabled = cache
         self._cache: OrderedDict[str, SpeechChunk] = OrderedDict()
         self._lock = threading.Lock()
-        self._tts_lock = threading.Lock()  # one synthesis at a time: the runner is not re-entrant
         self._preparing: threading.Thread | None = None
         self._stop_preparing = threading.Event()
         self._keep: frozenset[str] = frozenset()  # the sentences worth caching: the knowledge base's answers
@@ -62,18 +72,19 @@ class SpeechOut:
         return np.concatenate([c.audio for c in self.chunks(0, [text], threading.Event())])
 
     def chunks(self, turn: int, texts: Iterable[str], cancelled: threading.Event) -> Iterator[ReplyChunk]:
-        """Sentence chunks of `texts` (a whole answer, or an LLM's sentences as they stream in), each
-        synthesized as soon as its text is there; stops early when `cancelled` is set. The reply's end
-        is a chunk without audio (`last`), since a stream's last sentence is known only after it."""
+        """Chunks of `texts` (a whole answer, or an LLM's sentences as they stream in), each sentence
+        synthesized as soon as its text is there, its sound handed on as it is made; stops early
+        when `cancelled` is set. A sentence's text and mouth shapes come with its first chunk. The
+        reply's end is a chunk without audio (`last`), since a stream's last sentence is known only after it."""
         index = start = 0
         for text in texts:
             for sentence in split_sentences(text):
-                if cancelled.is_set():
-                    return
-                spoken = self._sentence(sentence)
-                yield ReplyChunk(turn, index, sentence, spoken.audio, spoken.sample_rate, start,
-                                 viseme_timeline(spoken.phonemes, start), False)
-                index, start = index + 1, start + len(spoken.audio)
+                for number, spoken in enumerate(self._sound_of(sentence)):
+                    if cancelled.is_set():
+                        return
+                    yield ReplyChunk(turn, index, "" if number else sentence, spoken.audio, spoken.sample_rate, start,
+                                     viseme_timeline(spoken.phonemes, start), False)
+                    index, start = index + 1, start + len(spoken.audio)
         if index and not cancelled.is_set():
             yield ReplyChunk(turn, index, "", np.zeros(0, np.float32), self.tts.sample_rate, start, (), True)
 
@@ -92,7 +103,8 @@ class SpeechOut:
                 for sentence in split_sentences(text):
                     if self._stop_preparing.is_set():
                         return
-                    self._sentence(sentence)
+                    for _ in self._sound_of(sentence):
+                        pass
 
         if self.cache_enabled:
             self._preparing = threading.Thread(target=run, name="speech-cache", daemon=True)
@@ -108,19 +120,24 @@ class SpeechOut:
         self._stop_preparing.set()
         self.wait_prepared(30)
 
-    def _sentence(self, sentence: str) -> SpeechChunk:
-        key = sentence
+    def _sound_of(self, sentence: str) -> Iterator[SpeechChunk]:
+        """The sentence from the cache, whole; else piece by piece as it is made (and then cached
+        whole, if it is one of the knowledge base's and was made to its end)."""
         with self._lock:
-            cached = self._cache.get(key)
+            cached = self._cache.get(sentence)
             if cached is not None:
-                self._cache.move_to_end(key)
-                return cached
-        with self._tts_lock:
-            phonemes = [p for group in self.tts.sentences(sentence) for p in group]
-            spoken = self.tts.synthesize_phonemes(phonemes, sentence)
-        with self._lock:
-            if self.cache_enabled and key in self._keep:
-                self._cache[key] = spoken
+                self._cache.move_to_end(sentence)
+        if cached is not None:
+            yield cached
+            return
+        phonemes = [p for group in self.tts.sentences(sentence) for p in group]
+        pieces = []
+        for piece in self.tts.pieces(phonemes, sentence):
+            pieces.append(piece)
+            yield piece
+        if self.cache_enabled and sentence in self._keep:
+            whole = SpeechChunk(sentence, np.concatenate([p.audio for p in pieces]), self.tts.sample_rate, pieces[0].phonemes)
+            with self._lock:
+                self._cache[sentence] = whole
                 while len(self._cache) > CACHE_SIZE:
                     self._cache.popitem(last=False)
-        return spoken

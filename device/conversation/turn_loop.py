@@ -52,7 +52,7 @@ from device.conversation.pause_words import Words, judge_words, judges_words
 from device.conversation.rejoin import heard_together, resumes
 from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
-from device.conversation.speech_out import SpeechOut, split_sentences
+from device.conversation.speech_out import SpeechOut, unsaid
 from device.conversation.turn_state import Phase, TurnState
 from device.models.asr import SpeechRecognizer, Transcript
 from device.models.end_of_turn import EndOfTurnDetector
@@ -428,7 +428,7 @@ class Conversation:
     def runners(self) -> dict[str, Runner]:
         """Each model's runner, for reports of which backend serves it."""
         runners = {"vad": self.vad.runner, "asr-encoder": self.asr.encoder, "asr-decoder": self.asr.decoder,
-                   "tts": self.speech.tts.runner, "text": self.dialogue.encoder.runner}
+                   "tts": self.speech.tts.front, "tts-vocoder": self.speech.tts.vocoder, "text": self.dialogue.encoder.runner}
         return runners | ({"end-of-turn": self.end_of_turn.runner} if self.end_of_turn is not None else {})
 
     def idle(self) -> bool:
@@ -662,11 +662,8 @@ class Conversation:
         """How much of an interrupted reply was played, and its text from the first sentence not played whole."""
         played = self.speaker.played
         turn.played_s = round(played / self.speaker.sample_rate, 2)
-        spoken = [c for c in turn.chunks if c.text]
-        whole = sum(1 for c in spoken if c.start + len(c.audio) <= played)
         fixed = turn.answer.reply is None  # else an LLM's stream: only what came is known
-        sentences = split_sentences(turn.answer.text) if fixed else [c.text for c in spoken]
-        turn.unsaid = " ".join(sentences[whole:])
+        turn.unsaid = unsaid(turn.chunks, played, turn.answer.text if fixed else None)
         log.info("turn %d cut after %.1f s of its reply; not said: %r", turn.id, turn.played_s, turn.unsaid[:80])
 
 

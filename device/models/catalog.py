@@ -13,7 +13,7 @@ from device.models.end_of_turn import EndOfTurnDetector
 from device.models.face_mesh import FaceMesh
 from device.models.faces import FaceDetector
 from device.models.text_encoder import TextEncoder
-from device.models.tts import SpeechSynthesizer
+from device.models.tts import VOICE_GAIN, SpeechSynthesizer
 from device.models.vad import VoiceActivityDetector
 
 def load_vad(store: ModelStore, threads: int = 1, engines=None) -> VoiceActivityDetector:
@@ -26,9 +26,10 @@ def load_asr(store: ModelStore, threads: int = 1, engines=None) -> SpeechRecogni
 
 
 def load_tts(store: ModelStore, threads: int = 1, variability: float = 1.0, length_scale: float = 1.0,
-             engines=None) -> SpeechSynthesizer:
-    return SpeechSynthesizer(open_runner(store, "tts", threads, engines), store.path(_extra("tts")),
-                             length_scale=length_scale, variability=variability)
+             engines=None, gain: float = VOICE_GAIN, in_pieces: bool = True) -> SpeechSynthesizer:
+    return SpeechSynthesizer(open_runner(store, "tts", threads, engines), open_runner(store, "tts-vocoder", threads, engines),
+                             store.path(_extra("tts")), length_scale=length_scale, variability=variability, gain=gain,
+                             in_pieces=in_pieces)
 
 
 def load_end_of_turn(store: ModelStore, threads: int = 1, threshold: float = 0.5, engines=None) -> EndOfTurnDetector:

@@ -1,12 +1,16 @@
-"""Piper speech synthesis (en_US-joe-medium) with per-phoneme timings for lip-sync.
+"""Piper speech synthesis (en_US-joe-medium) with per-phoneme timings for lip-sync, sound in pieces.
 
-piper-tts supplies the espeak-ng phonemizer and the phoneme-id mapping; the voice model itself
-runs through our Runner. The store's voice has its alignment tensor exposed as an output
-(`models sync` patches it), which gives the number of audio samples each phoneme id produced.
+piper-tts supplies the espeak-ng phonemizer and the phoneme-id mapping; the voice itself runs
+through our Runners, cut in two by `models sync` (engines/store/recipes.py): its text side gives
+the phonemes' durations (the lip-sync timings, known before any sound) and the sentence's latent
+frames; its vocoder makes the sound of those frames piece by piece (engines.model_specs.VOCODER_PIECES),
+so the first sound of a sentence comes after the text side and one small vocoder call instead of
+after the whole sentence (a 3.7 s sentence: 419 ms whole, first piece after about 130 ms).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from dataclasses import dataclass
@@ -16,9 +20,14 @@ from typing import Iterator
 import numpy as np
 
 from engines.errors import InputError
+from engines.model_specs import VOCODER_CONTEXT, VOCODER_PIECES
 from engines.runner import Runner
 
 _PHONEMIZER_LOCK = threading.Lock()  # espeak-ng keeps global state
+# The voice's samples times this: one gain for every sentence (a sentence's loudness cannot be
+# known before its last piece is made, so no per-sentence normalisation), which puts the loudest
+# of the bundled answers (peak 0.85) just under full scale; clipped to [-1, 1] all the same.
+VOICE_GAIN = 1.15
 
 
 @dataclass(frozen=True)
@@ -32,12 +41,12 @@ class PhonemeTiming:
 
 @dataclass(frozen=True)
 class SpeechChunk:
-    """One synthesized sentence."""
+    """One synthesized sentence, or a piece of one (`SpeechSynthesizer.pieces`)."""
 
     text: str
     audio: np.ndarray  # float32 mono in [-1, 1]
     sample_rate: int
-    phonemes: tuple[PhonemeTiming, ...]
+    phonemes: tuple[PhonemeTiming, ...]  # a piece's: the whole sentence's on its first piece, none on the others
 
     @property
     def seconds(self) -> float:
@@ -45,12 +54,21 @@ class SpeechChunk:
 
 
 class SpeechSynthesizer:
-    def __init__(self, runner: Runner, config_path: Path, length_scale: float = 1.0, variability: float = 1.0) -> None:
-        """`variability` scales the voice's random variation (0 gives the same audio for the same
-        text every time; 1 is the voice's trained setting); `length_scale` above 1 speaks slower."""
+    def __init__(self, front: Runner, vocoder: Runner, config_path: Path, length_scale: float = 1.0,
+                 variability: float = 1.0, gain: float = VOICE_GAIN, in_pieces: bool = True) -> None:
+        """`front`: the voice's text side, `vocoder` its sound side; `variability` scales the voice's
+        random variation (0 gives the same audio for the same text every time; 1 is the voice's
+        trained setting); `length_scale` above 1 speaks slower; `gain` scales its samples (1: as the
+        voice makes them, within [-1, 1] already: its decoder ends in a tanh); `in_pieces` False: a
+        sentence's sound in one vocoder call, the samples of the voice whole (the CPU only: a
+        TensorRT engine takes at most VOCODER_FRAMES frames)."""
         from piper.phonemize_espeak import EspeakPhonemizer
 
-        self.runner = runner
+        self.front = front
+        self.vocoder = vocoder
+        self.gain = gain
+        self.in_pieces = in_pieces
+        self._lock = threading.Lock()  # one model call at a time (a TensorRT runner is not re-entrant)
         config = json.loads(Path(config_path).read_text())
         self.sample_rate = int(config["audio"]["sample_rate"])
         self.voice = config["espeak"]["voice"]
@@ -83,19 +101,39 @@ class SpeechSynthesizer:
         return np.concatenate([chunk.audio for chunk in self.synthesize(text)])
 
     def synthesize_phonemes(self, phonemes: list[str], text: str = "") -> SpeechChunk:
+        """One sentence, whole."""
+        pieces = list(self.pieces(phonemes, text))
+        return SpeechChunk(text, np.concatenate([p.audio for p in pieces]), self.sample_rate, pieces[0].phonemes)
+
+    def pieces(self, phonemes: list[str], text: str = "") -> Iterator[SpeechChunk]:
+        """One sentence's sound, piece by piece as the vocoder makes it; the first piece carries the
+        whole sentence's phoneme timings."""
         known = [p for p in phonemes if p in self.id_map]
         ids = self._ids(known)
-        out = self.runner.infer({
-            "input": np.array([ids], np.int64),
-            "input_lengths": np.array([len(ids)], np.int64),
-            "scales": self.scales,
-        })
-        names = list(out)
-        audio = np.asarray(out[names[0]], np.float32).reshape(-1)
-        peak = float(np.abs(audio).max()) if audio.size else 0.0
-        audio = audio / peak if peak > 1e-8 else np.zeros_like(audio)
-        samples_per_id = np.asarray(out[names[1]]).reshape(-1).astype(np.int64) * self.hop
-        return SpeechChunk(text, audio, self.sample_rate, self._timings(known, samples_per_id))
+        with self._lock:
+            out = self.front.infer({"input": np.array([ids], np.int64), "input_lengths": np.array([len(ids)], np.int64),
+                                    "scales": self.scales})
+        latent, frames_per_id = (np.asarray(value) for value in out.values())
+        timings = self._timings(known, frames_per_id.reshape(-1).astype(np.int64) * self.hop)
+        for index, audio in enumerate(self._sound(latent)):
+            yield SpeechChunk(text, audio, self.sample_rate, () if index else timings)
+
+    def _sound(self, latent: np.ndarray) -> Iterator[np.ndarray]:
+        """The samples of `latent`'s frames (1 x channels x frames), VOCODER_PIECES at a time, each
+        made with VOCODER_CONTEXT frames on either side whose samples are dropped."""
+        frames, start = latent.shape[2], 0
+        sizes = itertools.chain(VOCODER_PIECES, itertools.repeat(VOCODER_PIECES[-1])) if self.in_pieces else (frames,)
+        for size in sizes:
+            if start >= frames:
+                return
+            end = min(frames, start + size)
+            low, high = max(0, start - VOCODER_CONTEXT), min(frames, end + VOCODER_CONTEXT)
+            with self._lock:
+                out = self.vocoder.infer({"latent": np.ascontiguousarray(latent[:, :, low:high], np.float32),
+                                          "mask": np.ones((1, 1, high - low), np.float32)})
+            samples = np.asarray(next(iter(out.values())), np.float32).reshape(-1)
+            yield np.clip(samples[(start - low) * self.hop:(end - low) * self.hop] * self.gain, -1.0, 1.0)
+            start = end
 
     def _ids(self, phonemes: list[str]) -> list[int]:
         """BOS, PAD, then each phoneme's ids followed by PAD, then EOS (piper's layout)."""

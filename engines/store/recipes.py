@@ -3,7 +3,8 @@
 A recipe takes the extracted member paths and the destination path and writes the store file.
 Each conversion leans on a library where one exists (onnxscript's optimizer folds constants and
 inlines the branch of an `If` fixed by a constant, tflite2onnx reads TFLite, piper patches its
-own alignment output); `ort_to_onnx` and `bert_to_onnx` say why they are our own.
+own alignment output, ONNX's extractor cuts the voice in two); `ort_to_onnx` and `bert_to_onnx`
+say why they are our own.
 """
 
 from __future__ import annotations
@@ -101,17 +102,62 @@ def _ort_folded(members: list[Path], dest: Path) -> None:
     folded.unlink()
 
 
-def _piper_alignment(members: list[Path], dest: Path) -> None:
-    """Expose the per-phoneme sample counts (the lip-sync timings) as a second output."""
+# Piper's VITS graph cut where the text side ends: the noisy latent frames (z_p, already stretched
+# to the phonemes' durations) and their mask. Tensor names of the pinned voice (en_US-joe-medium).
+PIPER_LATENT, PIPER_MASK = "/Add_output_0", "/Cast_2_output_0"
+
+
+def _piper_front(members: list[Path], dest: Path) -> None:
+    """The voice's text side (phonemes -> durations -> latent frames): exposes the per-phoneme
+    sample counts (the lip-sync timings) as an output, and ends at the latent frames, which the
+    vocoder (`_piper_vocoder`) turns into sound piece by piece, so a reply's first sound does not
+    wait for its whole sentence (device/models/tts.py)."""
     import onnx
     from piper.patch_voice_with_alignment import add_alignment_output
 
     model = onnx.load(str(members[0]))
-    name = add_alignment_output(model)
+    alignment = add_alignment_output(model)
     # piper appends the output without a type; the ONNX checker and TensorRT's parser want one.
-    model.graph.output[-1].CopyFrom(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, ["batch_size", 1, "phonemes"]))
-    onnx.checker.check_model(model)
-    onnx.save(model, str(dest))
+    model.graph.output[-1].CopyFrom(onnx.helper.make_tensor_value_info(alignment, onnx.TensorProto.FLOAT, ["batch_size", 1, "phonemes"]))
+    front = _cut(model, [i.name for i in model.graph.input], [PIPER_LATENT, alignment])
+    _rename(front, PIPER_LATENT, "latent")
+    onnx.checker.check_model(front)
+    onnx.save(front, str(dest))
+
+
+def _piper_vocoder(members: list[Path], dest: Path) -> None:
+    """The voice's sound side (latent frames -> samples: the flow, then the HiFi-GAN decoder): only
+    convolutions over frames, so a piece of frames with enough frames of context on each side gives
+    the same samples as the whole sentence (engines.model_specs.VOCODER_CONTEXT)."""
+    import onnx
+
+    model = onnx.load(str(members[0]))
+    vocoder = _cut(model, [PIPER_LATENT, PIPER_MASK], [o.name for o in model.graph.output[:1]])
+    _rename(vocoder, PIPER_LATENT, "latent")
+    _rename(vocoder, PIPER_MASK, "mask")
+    onnx.checker.check_model(vocoder)
+    onnx.save(vocoder, str(dest))
+
+
+def _cut(model, inputs: list[str], outputs: list[str]):
+    """The part of `model` from `inputs` to `outputs` (ONNX's own extractor)."""
+    import onnx
+
+    made = {name for node in model.graph.node for name in node.output} | {i.name for i in model.graph.input}
+    missing = [name for name in inputs + outputs if name not in made]
+    if missing:
+        raise ValueError(f"the voice has no tensor {', '.join(missing)}: the cut points are those of the pinned Piper voice")
+    return onnx.utils.Extractor(onnx.shape_inference.infer_shapes(model)).extract_model(inputs, outputs)
+
+
+def _rename(model, old: str, new: str) -> None:
+    """Give a tensor at the cut a name that says what it is."""
+    for node in model.graph.node:
+        node.input[:] = [new if name == old else name for name in node.input]
+        node.output[:] = [new if name == old else name for name in node.output]
+    for value in (*model.graph.input, *model.graph.output, *model.graph.value_info):
+        if value.name == old:
+            value.name = new
 
 
 def _tflite(members: list[Path], dest: Path) -> None:
@@ -176,7 +222,8 @@ RECIPES: dict[str, Callable[[list[Path], Path], None]] = {
     "vad_fixed_rate": _vad_fixed_rate,
     "ort": _ort,
     "ort_folded": _ort_folded,
-    "piper_alignment": _piper_alignment,
+    "piper_front": _piper_front,
+    "piper_vocoder": _piper_vocoder,
     "tflite": _tflite,
     "bert": _bert,
 }
