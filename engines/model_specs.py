@@ -98,7 +98,7 @@ VAD_STATE = (2, 1, 128)
 # first small, so the first sound comes soon; then larger: fewer calls, less context made twice),
 # each with VOCODER_CONTEXT frames of context on either side, whose samples are dropped. Its flow and
 # decoder see about that far: with 24 frames the pieces' samples differ from the whole sentence's
-# by under 1e-4 relative RMS (with 16, 7e-3), asserted by tests/test_conversions.py. A 3.7 s
+# by at most 1e-4 relative RMS (with 16, up to 3e-2), asserted by tests/test_conversions.py. A 3.7 s
 # sentence on the 2-core PC: first piece after 123-140 ms, all of it in 520-540 ms (one call: 420).
 LATENT_CHANNELS, VOCODER_CONTEXT, VOCODER_PIECES = 192, 24, (32, 96, 256)
 VOCODER_FRAMES = VOCODER_PIECES[-1] + 2 * VOCODER_CONTEXT
