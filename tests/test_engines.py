@@ -278,6 +278,16 @@ def test_models_without_a_tensorrt_policy_stay_on_onnx_runtime(trt, store, tmp_p
     assert outcome.engine is None and "output length depends on the data" in outcome.reasons[0]
 
 
+def test_the_voices_vocoder_builds_and_validates_an_engine_for_its_pieces(trt, store, tmp_path, tables):
+    """The voice's sound side (its text side stays on the CPU, above): a profile up to the largest
+    piece with its context, validated on a piece of latent frames."""
+    engines = manager(store, tmp_path, tables)
+    assert engines.ladder(MODELS["tts-vocoder"]) == ("fp16", "fp32")
+    outcome = engines.ensure("tts-vocoder")
+    assert outcome.precision == "fp16" and outcome.record.status == "valid", outcome.reasons
+    assert outcome.record.validation["worst_cosine"] > 0.99
+
+
 def test_dla_build_reports_layers_left_on_the_gpu(trt, store, tmp_path, tables, caplog):
     import onnx
 
