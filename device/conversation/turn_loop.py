@@ -7,7 +7,8 @@ Threads and what each owns:
 - `asr`: one recognition at a time, started speculatively at a short silence after speech so it
   runs while the hangover elapses; a result whose audio the visitor then extended is dropped;
 - `end-of-turn`: the end-of-turn model's verdict on that same pause, sent back to the caller's
-  thread as a message (the endpointer has one owner) to shorten or lengthen the hangover;
+  thread as a message (the endpointer has one owner) to shorten or lengthen the hangover (a pause's
+  work: device/conversation/pause_work.py);
 - `turns`: waits for each utterance's transcript, asks the dialogue (which it owns: a new visit is a
   message in its queue too), starts the reply;
 - `speech`: synthesizes the reply sentence by sentence (an LLM's as its sentences stream in) and
@@ -45,10 +46,11 @@ from typing import Callable
 import numpy as np
 
 from device.conversation.dialogue import STOP, Answer, Dialogue
-from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer, EndpointSettings
+from device.conversation.endpointer import Endpointer, EndpointSettings
 from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, ReplyPaused, ReplyResumed, SpeechPaused,
                              SpeechResumed, SpeechStarted, TurnTimings, Utterance)
-from device.conversation.pause_words import Words, judge_words, judges_words
+from device.conversation.pause_work import PauseWork
+from device.conversation.pause_words import Words
 from device.conversation.rejoin import heard_together, resumes
 from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
@@ -81,20 +83,6 @@ SOUND_CONFIRM_MS = 480
 SOUND_AFTER_PLAYBACK_S = 12.0
 # After the start-up phrase has played, the microphone is listened to once its echo has died away.
 WARM_UP_TAIL_S = 0.5
-# An end-of-turn model that takes longer than a pause has before the fixed hangover ends it, this many
-# times in a row, shortens no pause and only slows the speculative recognition it shares the cores with
-# (on the 2-core development PC: turn p50 691 ms with it against 357 without, docs/end-of-turn.md): it
-# is not asked again.
-LATE_VERDICTS_TO_STOP = 3
-
-
-@dataclass(frozen=True)
-class Speculation:
-    """A pause's recognition, started before the endpointer knows whether the utterance ends there."""
-
-    speech_end: int
-    heard: Future[Transcript]
-    stop: threading.Event  # set when the visitor talks on: its words are no longer wanted
 
 
 @dataclass
@@ -153,10 +141,6 @@ class Conversation:
         self._confirm_frames = endpoint.frames(SOUND_CONFIRM_MS)
         self.state: TurnState[Turn] = TurnState()
         self._sound_after_s = SOUND_AFTER_PLAYBACK_S  # the canceller's playback before a sound may pause a reply (feeding thread)
-        self._verdicts: queue.SimpleQueue[EndOfTurnVerdict] = queue.SimpleQueue()  # end-of-turn thread -> feed
-        self._verdict: EndOfTurnVerdict | None = None  # the latest, owned by the feeding thread
-        self._judging: Future | None = None
-        self._late_verdicts = 0  # in a row (feeding thread); at LATE_VERDICTS_TO_STOP the model is not asked again
         self._last_turn: Turn | None = None  # the last utterance's turn, which the next may go on with (feeding thread)
         # The daemon keeps the last turns (for `status`), not every turn of weeks with its reply audio.
         self.turns: collections.deque[Turn] = collections.deque(maxlen=keep_turns)
@@ -171,12 +155,8 @@ class Conversation:
         self._warm_up_tail = 0  # samples still not listened to after the start-up phrase (feeding thread, once started)
         self._heard = np.zeros(0, np.float32)  # cleaned samples not yet a whole FRAME (feeding thread)
         self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
-        self._speculative: Speculation | None = None
-        self._pause_words: Future[Words] | None = None  # what the speculative words are, judged after them
-        self._words_given = -1  # the pause whose speculative words the endpointer was last given (feeding thread)
-        self._words: Words | None = None  # what they were (feeding thread)
         self._asr_pool = ThreadPoolExecutor(1, thread_name_prefix="asr")
-        self._judge_pool = ThreadPoolExecutor(1, thread_name_prefix="end-of-turn")
+        self.pause = PauseWork(asr, self._asr_pool, self.endpointer, dialogue.knows, end_of_turn)  # (feeding thread)
         self._speech_pool = ThreadPoolExecutor(1, thread_name_prefix="speech")
         # (the turn, its recognition, the turn it began soon enough after to go on with) or NEW_VISIT, or None: stop
         self._pending: queue.Queue[tuple[Turn, Future[Transcript], Turn | None] | str | None] = queue.Queue()
@@ -223,7 +203,7 @@ class Conversation:
         self._arrivals.append(arrived)
         self._frame += 1
         probability = self.vad.probability(frame)
-        events = self._take_verdicts() + self._take_words()
+        events = self.pause.events()
         if self.bargein is not None:
             settling = self.echo is not None and self.echo.settling
             self._watch_for_speech(self._speech_over_room(frame, probability) and not settling)
@@ -233,19 +213,9 @@ class Conversation:
             if isinstance(event, (SpeechStarted, Utterance)):
                 self.observer(event)
             if isinstance(event, SpeechPaused):
-                stop = threading.Event()
-                heard = self._asr_pool.submit(self.asr.transcribe, event.audio, stop)
-                self._speculative = Speculation(event.speech_end, heard, stop)
-                if judges_words(self.endpointer.settings):
-                    self._pause_words = self._asr_pool.submit(self._words_of, heard)
-                if self.end_of_turn is not None and self._late_verdicts < LATE_VERDICTS_TO_STOP:
-                    self._judging = self._judge_pool.submit(self._judge, event)
+                self.pause.start(event)
             elif isinstance(event, SpeechResumed):
-                if self._speculative is not None:
-                    self._speculative.stop.set()
-                for pending in self._pause_work():
-                    pending.cancel()  # only drops it if it has not started yet
-                self._speculative = self._pause_words = self._judging = None
+                self.pause.drop()
             elif isinstance(event, Utterance):
                 self._submit(event)
         if self._unconfirmed:
@@ -256,32 +226,7 @@ class Conversation:
         are done (the feeding thread, between frames). Audio played faster than a microphone outruns
         them, and every pause would end on the fixed hangover; waiting gives each the next frame, as
         a live conversation on a machine fast enough for them has it."""
-        wait(self._pause_work())
-
-    def _pause_work(self) -> list[Future]:
-        """The current pause's recognition, words judgement and verdict still pending."""
-        work = (self._speculative.heard if self._speculative else None, self._pause_words, self._judging)
-        return [pending for pending in work if pending is not None]
-
-    def _words_of(self, heard: Future[Transcript]) -> Words:
-        """On the recognition thread, right after the pause's words: what they are. The dialogue's text
-        encoder runs here, not on the feeding thread, which must never wait for it."""
-        if heard.cancelled() or heard.exception() is not None:
-            return Words.OTHER
-        return judge_words(heard.result().text, self.endpointer.settings, self.dialogue.knows)
-
-    def _take_words(self) -> list:
-        """With `wait_after_open_words` or `end_on_known_question`: once the current pause's words are
-        judged, the verdict goes to the endpointer (open words hold the pause open, a question the robot
-        is sure of ends it sooner)."""
-        if self._speculative is None or self._pause_words is None:
-            return []
-        speech_end, judged = self._speculative.speech_end, self._pause_words
-        if speech_end == self._words_given or not judged.done():
-            return []
-        self._words_given = speech_end
-        self._words = Words.OTHER if judged.cancelled() or judged.exception() is not None else judged.result()
-        return self.endpointer.heard(speech_end, self._words)
+        wait(self.pause.pending())
 
     def _watch_for_speech(self, speech: bool) -> None:
         """Enough speech over a reply (already left out while the canceller settles) pauses it now; so
@@ -332,35 +277,10 @@ class Conversation:
         pause is heard whole, unless the words before this pause (the speculative recognition's) are a
         backchannel ("mm-hm"): then the usual hangover, and the reply goes on sooner. (Not when no word
         was recognised: double talk can leave a question's first words unrecognisable.)"""
-        heard = self._speculative.heard if self._speculative is not None else None
-        if heard is None or not heard.done() or heard.cancelled() or heard.exception() is not None:
+        text = self.pause.words_so_far()
+        if text is None:
             return self.bargein.hold_hangover_ms
-        text = heard.result().text
         return 0 if _words(text) and _backchannel(text) else self.bargein.hold_hangover_ms
-
-    def _judge(self, pause: SpeechPaused) -> None:
-        """On the end-of-turn thread: a failing model leaves the pause to the fixed hangover."""
-        try:
-            self._verdicts.put(self.end_of_turn.judge(pause.heard, pause.speech_end))
-        except Exception:
-            log.exception("the end-of-turn model failed; this pause gets the fixed hangover")
-
-    def _take_verdicts(self) -> list:
-        """The verdicts that arrived since the last frame, handed to the endpointer."""
-        events = []
-        while True:
-            try:
-                verdict = self._verdicts.get_nowait()
-            except queue.Empty:
-                return events
-            self._verdict = verdict
-            events += self.endpointer.judge(verdict)
-            late = verdict.cost_ms >= self.endpointer.settings.hangover_ms - SPECULATE_AFTER_MS
-            self._late_verdicts = self._late_verdicts + 1 if late else 0
-            if self._late_verdicts == LATE_VERDICTS_TO_STOP:
-                log.warning("the end-of-turn model took longer than the fixed hangover leaves it %d times in a row "
-                            "(the last %.0f ms): it is not asked again until a restart, and pauses get the fixed "
-                            "hangover", LATE_VERDICTS_TO_STOP, verdict.cost_ms)
 
     def warm_up(self, phrase: str) -> None:
         """Say `phrase` once at the start, the microphone already running: the echo canceller learns the
@@ -454,16 +374,15 @@ class Conversation:
         self._pending.put(None)
         self._turn_thread.join(timeout=30)
         self._asr_pool.shutdown(wait=True)
-        self._judge_pool.shutdown(wait=True)
+        self.pause.close()
         self._speech_pool.shutdown(wait=True)
 
     def _submit(self, utterance: Utterance) -> None:
         now = time.monotonic()
         timings = TurnTimings(0, endpoint=now, speech_end=self._arrival_of(utterance.speech_end // FRAME - 1))
-        speculative = self._speculative
-        self._speculative = self._pause_words = None
-        if speculative is not None and speculative.speech_end == utterance.speech_end:
-            future, timings.speculative_hit = speculative.heard, True
+        outcome = self.pause.take(utterance)
+        if outcome.heard is not None:
+            future, timings.speculative_hit = outcome.heard, True
         else:
             future = self._asr_pool.submit(self.asr.transcribe, utterance.audio)
         with self._lock:
@@ -472,9 +391,7 @@ class Conversation:
         last, self._last_turn = self._last_turn, turn
         follows = last if self.bargein is not None and last is not None and resumes(
             last.utterance.speech_end, utterance.speech_start, self.endpointer.settings.rejoin_within_ms) else None
-        if self._verdict is not None and self._verdict.speech_end == utterance.speech_end:
-            turn.end_of_turn = self._verdict
-        turn.pause_words = self._words if self._words_given == utterance.speech_end else None
+        turn.end_of_turn, turn.pause_words = outcome.verdict, outcome.words
         self._pending.put((turn, future, follows))
 
     def _new_turn(self, utterance: Utterance, timings: TurnTimings) -> Turn:
