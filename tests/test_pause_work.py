@@ -1,0 +1,71 @@
+"""A pause's work (device/conversation/pause_work.py) with the real recogniser and the pinned voice:
+its words go only to the utterance that ended at that pause, and a visitor who goes on drops it."""
+
+import dataclasses
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
+
+import numpy as np
+import pytest
+
+from device.audio_file import resample
+from device.conversation.endpointer import Endpointer
+from device.conversation.pause_work import PauseWork
+from device.conversation.pause_words import Words
+from device.messages import SpeechPaused, Utterance
+from engines.model_specs import FRAME
+from tests.conftest import ENDPOINT
+
+SETTINGS = dataclasses.replace(ENDPOINT, wait_after_open_words=True)
+
+
+@pytest.fixture
+def recognition():
+    pool = ThreadPoolExecutor(1, thread_name_prefix="asr")
+    yield pool
+    pool.shutdown(wait=True)
+
+
+def _pause(tts, text: str) -> SpeechPaused:
+    """`text` said, then one frame of silence: the cue at which the conversation starts the work."""
+    speech = resample(tts.say(text), tts.sample_rate, 16000)
+    speech = np.concatenate([np.zeros(4000, np.float32), speech[:len(speech) // FRAME * FRAME]])
+    return SpeechPaused(np.concatenate([speech, np.zeros(FRAME, np.float32)]), len(speech), FRAME)
+
+
+def _utterance(pause: SpeechPaused, speech_end: int) -> Utterance:
+    return Utterance(pause.audio, 0, speech_end, speech_end + 12 * FRAME)
+
+
+def test_the_pause_words_go_to_the_utterance_that_ended_there(asr, tts, recognition):
+    work = PauseWork(asr, recognition, Endpointer(SETTINGS), knows=lambda words, at_least: False)
+    pause = _pause(tts, "Is it possible to")
+    work.start(pause)
+    wait(work.pending())
+    work.events()  # the feeding thread's next frame: the words' judgement reaches the endpointer
+    assert "possible" in work.words_so_far().lower()
+    outcome = work.take(_utterance(pause, pause.speech_end))
+    assert outcome.heard is not None and "possible" in outcome.heard.result().text.lower()
+    assert outcome.words == Words.OPEN and outcome.verdict is None, outcome.heard.result().text  # no model asked
+
+    work.start(pause)  # the same words, but the utterance went on past this pause
+    wait(work.pending())
+    work.events()
+    later = work.take(_utterance(pause, pause.speech_end + 10 * FRAME))
+    assert later.heard is None and later.words is None and work.pending() == []
+
+
+def test_a_visitor_who_goes_on_drops_the_pause_work(asr, tts, recognition):
+    """Work not started yet is not done: the recognition thread is busy (a turn's own recognition)."""
+    busy = threading.Event()
+    recognition.submit(busy.wait, 30)
+    work = PauseWork(asr, recognition, Endpointer(SETTINGS), knows=lambda words, at_least: False)
+    pause = _pause(tts, "Can you tell me")
+    work.start(pause)
+    queued = work.pending()
+    assert len(queued) == 2  # the recognition and its words' judgement; no end-of-turn model
+    work.drop()
+    busy.set()
+    assert all(future.cancelled() for future in queued)
+    assert work.pending() == [] and work.words_so_far() is None and work.events() == []
+    assert work.take(_utterance(pause, pause.speech_end)).heard is None
