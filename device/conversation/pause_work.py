@@ -46,8 +46,10 @@ class PauseOutcome:
 
 
 class PauseWork:
+    """The work of the latest pause, and what came of it, for the feeding thread (its only user)."""
+
     def __init__(self, asr: SpeechRecognizer, recognition: ThreadPoolExecutor, endpointer: Endpointer,
-                 knows: Callable, end_of_turn: EndOfTurnDetector | None = None) -> None:
+                 knows: Callable[[str, float], bool], end_of_turn: EndOfTurnDetector | None = None) -> None:
         """`recognition`: the one thread recognition runs on (the turns' own recognitions queue there
         too); `knows`: the dialogue's judgement of a question (pause_words.judge_words)."""
         self.asr = asr
@@ -86,7 +88,7 @@ class PauseWork:
 
     def events(self) -> list:
         """The verdict and the words' judgement that came in since the last frame, handed to the
-        endpointer: the events that follows from them (an utterance ended sooner, or held open)."""
+        endpointer: the events that follow from them (an utterance ended sooner, or held open)."""
         return self._take_verdicts() + self._take_words()
 
     def pending(self) -> list:

@@ -156,7 +156,7 @@ class Conversation:
         self._heard = np.zeros(0, np.float32)  # cleaned samples not yet a whole FRAME (feeding thread)
         self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
         self._asr_pool = ThreadPoolExecutor(1, thread_name_prefix="asr")
-        self.pause = PauseWork(asr, self._asr_pool, self.endpointer, dialogue.knows, end_of_turn)  # (feeding thread)
+        self._pause_work = PauseWork(asr, self._asr_pool, self.endpointer, dialogue.knows, end_of_turn)  # (feeding thread)
         self._speech_pool = ThreadPoolExecutor(1, thread_name_prefix="speech")
         # (the turn, its recognition, the turn it began soon enough after to go on with) or NEW_VISIT, or None: stop
         self._pending: queue.Queue[tuple[Turn, Future[Transcript], Turn | None] | str | None] = queue.Queue()
@@ -203,7 +203,7 @@ class Conversation:
         self._arrivals.append(arrived)
         self._frame += 1
         probability = self.vad.probability(frame)
-        events = self.pause.events()
+        events = self._pause_work.events()
         if self.bargein is not None:
             settling = self.echo is not None and self.echo.settling
             self._watch_for_speech(self._speech_over_room(frame, probability) and not settling)
@@ -213,9 +213,9 @@ class Conversation:
             if isinstance(event, (SpeechStarted, Utterance)):
                 self.observer(event)
             if isinstance(event, SpeechPaused):
-                self.pause.start(event)
+                self._pause_work.start(event)
             elif isinstance(event, SpeechResumed):
-                self.pause.drop()
+                self._pause_work.drop()
             elif isinstance(event, Utterance):
                 self._submit(event)
         if self._unconfirmed:
@@ -226,7 +226,7 @@ class Conversation:
         are done (the feeding thread, between frames). Audio played faster than a microphone outruns
         them, and every pause would end on the fixed hangover; waiting gives each the next frame, as
         a live conversation on a machine fast enough for them has it."""
-        wait(self.pause.pending())
+        wait(self._pause_work.pending())
 
     def _watch_for_speech(self, speech: bool) -> None:
         """Enough speech over a reply (already left out while the canceller settles) pauses it now; so
@@ -277,7 +277,7 @@ class Conversation:
         pause is heard whole, unless the words before this pause (the speculative recognition's) are a
         backchannel ("mm-hm"): then the usual hangover, and the reply goes on sooner. (Not when no word
         was recognised: double talk can leave a question's first words unrecognisable.)"""
-        text = self.pause.words_so_far()
+        text = self._pause_work.words_so_far()
         if text is None:
             return self.bargein.hold_hangover_ms
         return 0 if _words(text) and _backchannel(text) else self.bargein.hold_hangover_ms
@@ -374,13 +374,13 @@ class Conversation:
         self._pending.put(None)
         self._turn_thread.join(timeout=30)
         self._asr_pool.shutdown(wait=True)
-        self.pause.close()
+        self._pause_work.close()
         self._speech_pool.shutdown(wait=True)
 
     def _submit(self, utterance: Utterance) -> None:
         now = time.monotonic()
         timings = TurnTimings(0, endpoint=now, speech_end=self._arrival_of(utterance.speech_end // FRAME - 1))
-        outcome = self.pause.take(utterance)
+        outcome = self._pause_work.take(utterance)
         if outcome.heard is not None:
             future, timings.speculative_hit = outcome.heard, True
         else:
