@@ -11,10 +11,10 @@ from engines.model_specs import FRAME, SPEECH_RATE
 from device.audio_file import resample
 from device.conversation.dialogue import Dialogue
 from device.conversation.knowledge import load_knowledge
-from device.conversation.rejoin import Rejoined, rejoin, resumes
+from device.conversation.rejoin import Rejoined, heard_in_turns, rejoin, resumes
 from device.conversation.speech_out import SpeechOut
 from device.conversation.turn_loop import Conversation
-from device.messages import Interrupt
+from device.messages import Interrupt, Utterance
 from device.settings import load_settings
 from device.sound.speakers import RecordingSpeaker
 from tests.conftest import ENDPOINT
@@ -116,3 +116,27 @@ def test_a_visitor_who_goes_on_after_the_end_is_heard_whole(vad, asr, dialogue, 
     finally:
         conversation.close()
         conversation.speaker.close()
+
+
+def test_the_benches_hear_utterances_as_the_conversation_joins_them(asr, dialogue, tts):
+    """`heard_in_turns` (bench hearing and pauses replay the daemon with it): a piece said within the
+    window after a question goes on with it when the knowledge base makes one question of them; a
+    question of its own right after stays apart, as does one said after the window."""
+    def utterance(text: str, start_s: float) -> Utterance:
+        audio = _said(tts, text)
+        start = int(start_s * SPEECH_RATE)
+        return Utterance(audio, start, start + len(audio), start + len(audio) + SPEECH_RATE * 4 // 10)
+
+    def hear(*utterances: Utterance, within_ms: int = 1200) -> list:
+        return heard_in_turns(list(utterances), within_ms, 15.0, dialogue.decide, lambda audio: asr.transcribe(audio).text)
+
+    first = utterance("Do you have a map?", 0.5)
+    rest = utterance("For the building,", first.speech_end / SPEECH_RATE + 0.7)
+    late = utterance("Where are the restrooms?", rest.speech_end / SPEECH_RATE + 1.3)
+    questions = hear(first, rest, late)
+    assert [q[0].speech_start for q in questions] == [first.speech_start, late.speech_start]
+    assert questions[0][0].speech_end == rest.speech_end and questions[0][1].lower().startswith("do you have a map")
+    assert [dialogue.decide(text).intent for _, text in questions] == ["directions", "restrooms"]
+    assert len(hear(first, rest, within_ms=0)) == 2
+    hours = utterance("What are your opening hours?", 0.5)  # a question of its own right after another: apart
+    assert len(hear(hours, utterance("Where are the restrooms?", hours.speech_end / SPEECH_RATE + 0.7))) == 2

@@ -3,7 +3,8 @@
 Each question of the split (`samples/hall/hall.toml`) is said in the hall (device/bench/hall.py) with
 two seconds of babble before and after it, at each condition (the quiet room, then babble at 20, 10,
 5 and 0 dB SNR), and heard as the daemon hears it: VAD and endpointer frame by frame, recognition of
-each utterance, the dialogue's decision. Per condition: word error rate and intent accuracy (answered
+each utterance (one that goes on within `rejoin_within_ms` of the one before heard with it, as the
+conversation rejoins them), the dialogue's decision. Per condition: word error rate and intent accuracy (answered
 right; also counted: asked back about the right intent, and wrong answers) of the utterance that holds
 the question, utterances started by babble alone, and how long after the
 question its utterance ended. Then a minute of babble alone, at the level it has at 10 dB: the
@@ -22,6 +23,7 @@ from engines.model_specs import FRAME, SPEECH_RATE
 from device.bench.hall import LEAD_S, SPLITS, TAIL_S, Hall, at_snr, load_questions, microphone_noise
 from device.conversation.endpointer import Endpointer
 from device.conversation.kb_check import outcome, tally
+from device.conversation.rejoin import heard_in_turns
 from device.messages import Utterance
 from device.models import catalog
 from device.models.asr import word_error_rate, words
@@ -53,10 +55,12 @@ def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = COND
               "array": None if array is None else {"microphones": array.count,
                                                    "radius_mm": round(float(np.linalg.norm(array.positions[0])) * 1000, 1)}}
     endpoint = app.settings.endpoint if array is None else app.settings.endpoint.through_array()
+    rejoin_ms = endpoint.rejoin_within_ms if app.settings.bargein.enabled else 0  # the conversation rejoins only then
     for snr in conditions:
         print(f"hearing: {'quiet room' if snr is None else f'babble at {snr:g} dB'}...", file=sys.stderr, flush=True)
         rng = np.random.default_rng(SEED)
-        rows = [_hear(q, speech, hall.babble(talkers, _length(speech), rng), snr, listen, vad, asr, dialogue, endpoint)
+        rows = [_hear(q, speech, hall.babble(talkers, _length(speech), rng), snr, listen, vad, asr, dialogue, endpoint,
+                      rejoin_ms)
                 for q, speech in zip(questions, voiced)]
         report["conditions"].append(_summary(snr, rows))
     report["babble_only"] = _babble_only(hall, talkers, voiced[0], listen, vad, endpoint)
@@ -93,22 +97,30 @@ def _length(speech: np.ndarray) -> int:
     return int(LEAD_S * SPEECH_RATE) + speech.shape[-1] + int(TAIL_S * SPEECH_RATE)
 
 
-def _hear(question, speech, babble, snr, listen, vad, asr, dialogue, settings) -> dict:
+def _overlap(utterance: Utterance, span: tuple[int, int]) -> int:
+    return min(utterance.speech_end, span[1]) - max(utterance.speech_start, span[0])
+
+
+def _hear(question, speech, babble, snr, listen, vad, asr, dialogue, settings, rejoin_ms) -> dict:
+    """`rejoin_ms`: utterances that go on within it are one question, as the conversation joins them."""
     lead = int(LEAD_S * SPEECH_RATE)
     placed = np.zeros(babble.shape, np.float32)
     placed[:, lead:lead + speech.shape[-1]] = speech
     utterances = heard(*listen(placed + at_snr(placed, babble, snr)), vad, settings)
     span = (lead, lead + question.spoken)
-    overlaps = [min(u.speech_end, span[1]) - max(u.speech_start, span[0]) for u in utterances]
-    best = utterances[int(np.argmax(overlaps))] if utterances and max(overlaps) > 0 else None
-    transcript = asr.transcribe(best.audio).text if best is not None else ""
+    overlaps = [_overlap(u, span) for u in utterances]
+    questions = heard_in_turns(utterances, rejoin_ms, settings.max_utterance_s, dialogue.decide,
+                               lambda audio: asr.transcribe(audio).text)
+    best = max(questions, key=lambda q: _overlap(q[0], span)) if questions and max(overlaps) > 0 else None
+    transcript = best[1] if best is not None else ""
     decision = dialogue.decide(transcript) if words(transcript) else None
     return {"text": question.text, "voice": question.voice, "expected": question.intent, "transcript": transcript,
             "kind": decision.kind if decision else None, "intent": decision.intent if decision else None,
             "outcome": outcome(decision, question.intent) if decision else "not heard",
             "wer": word_error_rate(question.text, transcript),
             "reference_words": len(words(question.text)), "false_utterances": sum(o <= 0 for o in overlaps),
-            "ended_ms": None if best is None else round((best.decided - span[1]) / SPEECH_RATE * 1000)}
+            "rejoined": best is not None and all(best[0] is not u for u in utterances),
+            "ended_ms": None if best is None else round((best[0].decided - span[1]) / SPEECH_RATE * 1000)}
 
 
 def heard(audio: np.ndarray, on_axis_db: list[float] | None, vad, settings) -> list[Utterance]:
@@ -133,6 +145,7 @@ def _summary(snr: float | None, rows: list[dict]) -> dict:
             "intent_accuracy": round(counts["right"] / len(rows), 3), "right_or_asked": counts["right_or_asked"],
             "wrong": counts["wrong"],
             "heard": sum(r["ended_ms"] is not None for r in rows),
+            "rejoined": sum(r["rejoined"] for r in rows),
             "false_utterances": sum(r["false_utterances"] for r in rows),
             "ended_after_question_ms_p50": ended[len(ended) // 2] if ended else None,
             "questions": rows}

@@ -28,7 +28,7 @@ from device.bundled import SAMPLES
 from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer
 from device.conversation.dialogue import Decision
 from device.conversation.pause_words import Words, judge_words, judges_words
-from device.conversation.rejoin import heard_together, resumes
+from device.conversation.rejoin import heard_in_turns
 from device.models.voices import VOICES, Voice, load_voices, speak
 from device.messages import SpeechPaused, Utterance
 from device.settings import EndpointSettings
@@ -145,17 +145,9 @@ def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recog
 
 def _rejoined(utterances: list[Utterance], settings: EndpointSettings, asr, decide: Callable[[str], Decision]) -> bool:
     """Each utterance after the first goes on with the question so far, as the conversation rejoins them."""
-    def transcribe(audio: np.ndarray) -> str:
-        return asr.transcribe(audio).text
-
-    question = (utterances[0], transcribe(utterances[0].audio))
-    for after in utterances[1:]:
-        if not resumes(question[0].speech_end, after.speech_start, settings.rejoin_within_ms):
-            return False
-        question = heard_together(question, (after, transcribe(after.audio)), settings.max_utterance_s, decide, transcribe)
-        if question is None:
-            return False
-    return True
+    questions = heard_in_turns(utterances, settings.rejoin_within_ms, settings.max_utterance_s, decide,
+                               lambda audio: asr.transcribe(audio).text)
+    return len(questions) == 1
 
 
 def summary(results: list[CaseResult], wait_limit_ms: float = 400) -> dict:

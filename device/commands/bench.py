@@ -181,7 +181,8 @@ def _hearing(app: App, args: argparse.Namespace) -> int:
     for c in report["conditions"]:
         name = "quiet room" if c["snr_db"] is None else f"babble {c['snr_db']:g} dB"
         print(f"  {name:<14} WER {c['wer']:.2f}, intents {c['intent_accuracy']:.0%} (or asked back right "
-              f"{c['right_or_asked']:.0%}, wrong {c['wrong']}), heard {c['heard']}/{report['questions']}, "
+              f"{c['right_or_asked']:.0%}, wrong {c['wrong']}), heard {c['heard']}/{report['questions']} "
+              f"({c['rejoined']} from pieces rejoined), "
               f"utterances started by babble {c['false_utterances']}, utterance ended {c['ended_after_question_ms_p50']} ms "
               "after the question (p50)")
     b = report["babble_only"]

@@ -72,3 +72,20 @@ def heard_together(first: Heard, then: Heard, max_utterance_s: float, decide: Ca
     if question is None:
         return None
     return whole, question.text if question.same_answer else transcribe(whole.audio)
+
+
+def heard_in_turns(utterances: list[Utterance], within_ms: int, max_utterance_s: float,
+                   decide: Callable[[str], Decision], transcribe: Callable[[np.ndarray], str]) -> list[Heard]:
+    """The questions the conversation makes of `utterances` in order: each recognised, and one that
+    goes on within `within_ms` of the question before it heard with that question (as the turn loop
+    rejoins a turn with the last). For the benches, which replay what the daemon hears offline."""
+    questions: list[Heard] = []
+    for utterance in utterances:
+        heard = (utterance, transcribe(utterance.audio))
+        if questions and resumes(questions[-1][0].speech_end, utterance.speech_start, within_ms):
+            together = heard_together(questions[-1], heard, max_utterance_s, decide, transcribe)
+            if together is not None:
+                questions[-1] = together
+                continue
+        questions.append(heard)
+    return questions
