@@ -28,11 +28,11 @@ class SpeechPaused:
     # and the model judges a question said straight through finished far more often with it
     # (docs/end-of-turn.md).
     speech_end: int  # sample just after the last speech frame
-    silence: int  # samples of `heard` after its last speech frame
+    silence: int  # samples of `heard` after the last frame the VAD called speech (Utterance.audio's end)
 
     @property
     def audio(self) -> np.ndarray:
-        """The utterance up to its last speech frame (a view of `heard`): what recognition reads."""
+        """The utterance as it would end here (a view of `heard`): what recognition reads."""
         return self.heard[:len(self.heard) - self.silence]
 
 
@@ -55,7 +55,8 @@ class SpeechResumed:
 class Utterance:
     """A finished utterance, decided by the endpointer."""
 
-    audio: np.ndarray  # 16 kHz mono float32, pre-roll included, trailing silence excluded
+    audio: np.ndarray  # 16 kHz mono float32, pre-roll included, up to the last frame the VAD called speech
+    # (past `speech_end` when the noise floor's margin did not count its last frames), no silence after
     speech_start: int
     speech_end: int  # sample just after the last speech frame
     decided: int  # sample at which the endpoint was decided (speech_end + hangover)

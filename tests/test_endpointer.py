@@ -143,6 +143,38 @@ def test_babble_the_vad_calls_speech_does_not_hold_an_utterance_open_over_the_fl
     assert utterances(0.0) == []  # the babble keeps it open: no answer while the hall talks
 
 
+def test_a_last_syllable_under_the_floor_margin_is_recognised_but_does_not_hold_the_utterance():
+    """In a hall the visitor's quieter last syllable ("...let") is speech to the VAD but not louder than
+    the floor by the margin: the utterance still ends where the margin says (its hangover counted
+    from there), and its audio takes the syllable in, so recognition hears the word whole. Sound the
+    VAD does not call speech after it stays out."""
+    rng = np.random.default_rng(0)
+    hall = [rng.normal(0, 0.01, FRAME).astype(np.float32) for _ in range(160)]  # -40 dBFS, not speech to the VAD
+    loud = [rng.normal(0, 0.056, FRAME).astype(np.float32) for _ in range(31)]  # -25 dBFS
+    quiet = [rng.normal(0, 0.0126, FRAME).astype(np.float32) for _ in range(4)]  # -38 dBFS: under -40 + 12
+    after = [rng.normal(0, 0.01, FRAME).astype(np.float32) for _ in range(40)]
+    frames = hall + loud + quiet + after
+
+    def heard(last_syllable_vad: float) -> tuple[SpeechPaused, int, Utterance]:
+        endpointer = Endpointer(dataclasses.replace(SETTINGS, max_utterance_s=15.0, min_level_over_floor_db=12.0))
+        vad = [0.1] * 160 + [0.9] * 31 + [last_syllable_vad] * 4 + [0.1] * 40
+        events = [(i, e) for i, (f, p) in enumerate(zip(frames, vad)) for e in endpointer.push(f, p)]
+        ((_, paused),) = [(i, e) for i, e in events if isinstance(e, SpeechPaused)]
+        ((ended_at, utterance),) = [(i, e) for i, e in events if isinstance(e, Utterance)]
+        return paused, ended_at, utterance
+
+    first = 160 - 4  # the pre-roll's first frame
+    paused, ended_at, utterance = heard(0.9)
+    assert utterance.speech_start == 160 * FRAME and utterance.speech_end == 191 * FRAME
+    assert ended_at == 191 + 10 - 1  # the 320 ms hangover from the margin's end, as without the syllable
+    assert np.array_equal(utterance.audio, np.concatenate(frames[first:195]))  # the syllable is in it
+    # the pause's cue, the syllable's first frame: recognition starts on the audio as it would end there
+    assert paused.speech_end == 191 * FRAME and np.array_equal(paused.audio, np.concatenate(frames[first:192]))
+    paused, ended_at, utterance = heard(0.1)
+    assert ended_at == 191 + 10 - 1 and np.array_equal(utterance.audio, np.concatenate(frames[first:191]))
+    assert np.array_equal(paused.audio, utterance.audio)
+
+
 def test_with_an_array_only_speech_from_where_its_beam_points_makes_an_utterance():
     """The hall's talk as loud as the visitor and speech to the VAD, but from every direction (the
     beam holds 6 dB less of it than of the microphones); the visitor, where the beam points, 0 dB.

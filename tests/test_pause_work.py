@@ -1,5 +1,6 @@
 """A pause's work (device/conversation/pause_work.py) with the real recogniser and the pinned voice:
-its words go only to the utterance that ended at that pause, and a visitor who goes on drops it."""
+its words go only to the utterance that ended at that pause (its recognition only when it heard that
+utterance's very audio), and a visitor who goes on drops it."""
 
 import dataclasses
 import threading
@@ -53,6 +54,13 @@ def test_the_pause_words_go_to_the_utterance_that_ended_there(asr, tts, recognit
     work.events()
     later = work.take(_utterance(pause, pause.speech_end + 10 * FRAME))
     assert later.heard is None and later.words is None and work.pending() == []
+
+    work.start(pause)  # ended there, but its audio takes in a last syllable under the hall's margin
+    wait(work.pending())
+    work.events()
+    longer = Utterance(pause.heard, 0, pause.speech_end, pause.speech_end + 12 * FRAME)
+    taken = work.take(longer)
+    assert taken.heard is None and taken.words == Words.OPEN  # recognised again whole; the pause's words stand
 
 
 def test_a_visitor_who_goes_on_drops_the_pause_work(asr, tts, recognition):

@@ -62,6 +62,7 @@ class Endpointer:
         self._silence_run = 0
         self._speaking = False
         self._last_speech = 0  # stream frame index after the last speech frame
+        self._last_voiced = 0  # after the last frame the VAD called speech, the floor's margin aside
         self._speech_start = 0  # stream sample where the current speech began
         self._complete: bool | None = None  # the end-of-turn verdict on the current pause, once it arrived
         self._words: Words | None = None  # what the words before the current pause are, once heard
@@ -84,9 +85,12 @@ class Endpointer:
         self._frames.append(frame)
         loud = self._over_the_floor(frame)  # every frame: the floor is learnt from all of them
         toward = on_axis_db is None or on_axis_db >= self.settings.array_min_on_axis_db
-        is_speech = probability >= self.settings.vad_threshold and ((loud and toward) or not over_floor)
+        voiced = probability >= self.settings.vad_threshold
+        is_speech = voiced and ((loud and toward) or not over_floor)
         if not self._speaking:
             return self._idle(index, is_speech)
+        if voiced:
+            self._last_voiced = index + 1
         return self._in_speech(index, is_speech)
 
     def _over_the_floor(self, frame: np.ndarray) -> bool:
@@ -106,7 +110,7 @@ class Endpointer:
         if self._speech_run < self._onset:
             return []
         self._speaking, self._silence_run = True, 0
-        self._last_speech = index + 1
+        self._last_speech = self._last_voiced = index + 1
         self._speech_start = (index + 1 - self._speech_run) * FRAME
         return [SpeechStarted(self._speech_start)]
 
@@ -121,7 +125,7 @@ class Endpointer:
             self._silence_run += 1
             if self._silence_run == self._speculate_after:
                 events.append(SpeechPaused(self._audio_until(index + 1), self._last_speech * FRAME,
-                                           (index + 1 - self._last_speech) * FRAME))
+                                           (index + 1 - max(self._last_speech, self._last_voiced)) * FRAME))
         if self._silence_run >= self._pause_limit():
             events.append(self._finish(index, truncated=False))
         elif len(self._frames) >= self._max_frames:
@@ -174,8 +178,13 @@ class Endpointer:
         return np.concatenate(self._frames[: frame_index - self._first_frame])
 
     def _finish(self, index: int, truncated: bool) -> Utterance:
+        """The utterance's audio runs on to the last frame the VAD called speech, though the floor's
+        margin did not count it: in a hall the margin hides a visitor's quieter last syllables, and
+        recognition without them loses words ("wall" for "wallet"; docs/hearing.md). Where it ended
+        (`speech_end`) is still the margin's, so a hall's talk holds no utterance open."""
         end = index + 1 if truncated else self._last_speech
-        utterance = Utterance(self._audio_until(end), self._speech_start, end * FRAME, (index + 1) * FRAME, truncated)
+        audio = self._audio_until(index + 1 if truncated else max(end, self._last_voiced))
+        utterance = Utterance(audio, self._speech_start, end * FRAME, (index + 1) * FRAME, truncated)
         position = self._position
         self.reset()
         self._position = self._first_frame = position

@@ -32,6 +32,7 @@ class Speculation:
     """A pause's recognition, started before the endpointer knows whether the utterance ends there."""
 
     speech_end: int
+    samples: int  # of the audio it recognises (an utterance may take in more: Endpointer._finish)
     heard: Future[Transcript]
     stop: threading.Event  # set when the visitor talks on: its words are no longer wanted
 
@@ -71,7 +72,7 @@ class PauseWork:
         """At a short silence after speech: recognise what was said so far, judge its words, ask the model."""
         stop = threading.Event()
         heard = self._recognition.submit(self.asr.transcribe, pause.audio, stop)
-        self._speculative = Speculation(pause.speech_end, heard, stop)
+        self._speculative = Speculation(pause.speech_end, len(pause.audio), heard, stop)
         if judges_words(self.endpointer.settings):
             self._words_judged = self._recognition.submit(self._words_of, heard)
         if self._judge_pool is not None and self._late_verdicts < LATE_VERDICTS_TO_STOP:
@@ -109,8 +110,10 @@ class PauseWork:
         speculative = self._speculative
         self._speculative = self._words_judged = None
         verdict = self._verdict
+        heard_it = speculative is not None and (speculative.speech_end, speculative.samples) == (
+            utterance.speech_end, len(utterance.audio))
         return PauseOutcome(
-            speculative.heard if speculative is not None and speculative.speech_end == utterance.speech_end else None,
+            speculative.heard if heard_it else None,
             verdict if verdict is not None and verdict.speech_end == utterance.speech_end else None,
             self._words if self._words_given == utterance.speech_end else None)
 
