@@ -45,6 +45,8 @@ def test_babble_hurts_hearing_and_the_bench_says_how_much(store):
     assert loud["wer"] > quiet["wer"] + 0.1
     babble = report["babble_only"]
     assert babble["seconds"] == 60 and babble["per_minute"] == babble["utterances"]  # a minute of it
+    alone = measure_hearing(App(store_dir=store.root), "tuning", (0.0,), limit=8)  # a condition's figures
+    assert alone["conditions"][0] == loud and alone["babble_only"] == babble  # are its own, whatever ran before
 
 
 def test_through_an_array_steered_at_the_visitor_the_bench_hears_the_hall_better(store):

@@ -49,7 +49,6 @@ def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = COND
     dialogue = app.dialogue()
     questions, talkers = load_questions(app.store, split, app.threads, limit)
     hall = Hall(len(talkers), SEED, array)
-    listen = _Microphones(hall, array)
     voiced = [_level(hall.visitor(q.audio)) for q in questions]
     report = {"split": split, "threads": app.threads, "questions": len(questions), "conditions": [],
               "array": None if array is None else {"microphones": array.count,
@@ -58,12 +57,12 @@ def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = COND
     rejoin_ms = endpoint.rejoin_within_ms if app.settings.bargein.enabled else 0  # the conversation rejoins only then
     for snr in conditions:
         print(f"hearing: {'quiet room' if snr is None else f'babble at {snr:g} dB'}...", file=sys.stderr, flush=True)
-        rng = np.random.default_rng(SEED)
+        rng, listen = np.random.default_rng(SEED), _Microphones(hall, array)  # each condition's own, whichever ran before
         rows = [_hear(q, speech, hall.babble(talkers, _length(speech), rng), snr, listen, vad, asr, dialogue, endpoint,
                       rejoin_ms)
                 for q, speech in zip(questions, voiced)]
         report["conditions"].append(_summary(snr, rows))
-    report["babble_only"] = _babble_only(hall, talkers, voiced[0], listen, vad, endpoint)
+    report["babble_only"] = _babble_only(hall, talkers, voiced[0], _Microphones(hall, array), vad, endpoint)
     return report
 
 
