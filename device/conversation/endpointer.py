@@ -62,7 +62,8 @@ class Endpointer:
         self._silence_run = 0
         self._speaking = False
         self._last_speech = 0  # stream frame index after the last speech frame
-        self._last_voiced = 0  # after the last frame the VAD called speech, the floor's margin aside
+        self._last_voiced = 0  # after the last frame the VAD called speech, the floor's margin aside (every
+        # speech frame is one, so never before _last_speech)
         self._speech_start = 0  # stream sample where the current speech began
         self._complete: bool | None = None  # the end-of-turn verdict on the current pause, once it arrived
         self._words: Words | None = None  # what the words before the current pause are, once heard
@@ -125,7 +126,7 @@ class Endpointer:
             self._silence_run += 1
             if self._silence_run == self._speculate_after:
                 events.append(SpeechPaused(self._audio_until(index + 1), self._last_speech * FRAME,
-                                           (index + 1 - max(self._last_speech, self._last_voiced)) * FRAME))
+                                           (index + 1 - self._last_voiced) * FRAME))
         if self._silence_run >= self._pause_limit():
             events.append(self._finish(index, truncated=False))
         elif len(self._frames) >= self._max_frames:
@@ -183,7 +184,7 @@ class Endpointer:
         recognition without them loses words ("wall" for "wallet"; docs/hearing.md). Where it ended
         (`speech_end`) is still the margin's, so a hall's talk holds no utterance open."""
         end = index + 1 if truncated else self._last_speech
-        audio = self._audio_until(index + 1 if truncated else max(end, self._last_voiced))
+        audio = self._audio_until(index + 1 if truncated else self._last_voiced)
         utterance = Utterance(audio, self._speech_start, end * FRAME, (index + 1) * FRAME, truncated)
         position = self._position
         self.reset()
