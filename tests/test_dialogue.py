@@ -34,6 +34,19 @@ def test_questions_reach_their_intent(dialogue, question, intent):
     assert dialogue.decide(question).intent == intent  # answered, or asked back about
 
 
+def test_an_intent_two_of_whose_examples_agree_outranks_one_example_close_in_words(dialogue, text_encoder):
+    """A directions example ("Where is the elevator?") is the nearest to this question; two of
+    accessibility's are the nearer on average. Each intent's score stays its nearest example's similarity."""
+    question = "Is there a lift for strollers and wheelchairs?"
+    asked = text_encoder.embed([question])[0]
+    nearest = {name: float((text_encoder.embed(list(intent.examples)) @ asked).max())
+               for name, intent in dialogue.intents.items()}
+    assert max(nearest, key=nearest.get) == "directions"  # what the nearest example alone chose
+    ranking = dialogue.rank(question)
+    assert ranking[0][0] == "accessibility" and dialogue.decide(question).intent == "accessibility"
+    assert {name: score for name, score in ranking} == pytest.approx(nearest)
+
+
 @pytest.mark.parametrize("question", ["What is the boiling point of tungsten?", "Who won the football game yesterday?",
                                       "How old is the universe?", "Tell me a joke."])
 def test_unrelated_question_gets_a_polite_rephrase(dialogue, question):
