@@ -35,7 +35,7 @@ def test_questions_reach_their_intent(dialogue, question, intent):
 
 
 def test_an_intent_two_of_whose_examples_agree_outranks_one_example_close_in_words(dialogue, text_encoder):
-    """A directions example ("Where is the elevator?") is the nearest to this question; two of
+    """A directions example ("Where are the lifts?") is the nearest to this question; two of
     accessibility's are the nearer on average. Each intent's score stays its nearest example's similarity."""
     question = "Is there a lift for strollers and wheelchairs?"
     asked = text_encoder.embed([question])[0]

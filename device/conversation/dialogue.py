@@ -41,12 +41,12 @@ ACTION_THRESHOLD = 0.6
 REPHRASE_ANSWER = "Sorry, I did not catch that. Could you ask me in another way?"
 NOT_IT_ANSWER = "Sorry. What would you like to know?"  # "no" to an ask-back
 # Answered without asking back when unsure: a wrong hello or goodbye costs little.
+UNASKED = ("greeting", GOODBYE)
 # An intent is as near as its two most similar examples on average, not its nearest alone: one
-# example close in words ("Where is the elevator?" to "Is there a lift for strollers and
+# example close in words ("Where are the lifts?" to "Is there a lift for strollers and
 # wheelchairs?") no longer outvotes an intent two of whose examples agree. Chosen on the tuning
 # split among 1 (the nearest alone), 2, 3 and 4 (docs/hearing.md); an intent with one example has it alone.
 AGREEING_EXAMPLES = 2
-UNASKED = ("greeting", GOODBYE)
 _YES = frozenset("yes yeah yep yup sure right correct exactly indeed please ok okay absolutely".split())
 _NO = frozenset("no nope nah not wrong".split())
 
