@@ -65,7 +65,8 @@ def _ask(app: App, args: argparse.Namespace) -> int:
         for sentence in answer.sentences():  # an LLM's reply as it streams in
             print(f" {sentence}", end="", flush=True)
         print()
-        print("closest: " + ", ".join(f"{i} {s:.2f}" for i, s in ranking))
+        # in the order the dialogue weighs them (their two nearest examples), each with its nearest's score
+        print("likeliest: " + ", ".join(f"{i} {s:.2f}" for i, s in ranking))
     return 0
 
 
