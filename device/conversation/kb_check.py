@@ -64,9 +64,10 @@ def tally_line(counts: dict) -> str:
 
 
 def claimed_examples(dialogue: Dialogue) -> list[Claimed]:
-    """The knowledge base's examples that, asked as they are written, would not go to their own intent
-    if the example itself were missing: the intents overlap there (leave-one-out over all examples,
-    the built-ins' included)."""
+    """The knowledge base's examples that, the example itself left out, lie closer to another intent's
+    example than to any of their own: the intents overlap there (leave-one-out over all examples, the
+    built-ins' included). This is the nearest example alone; the dialogue weighs an intent by its
+    two nearest (Dialogue.rank), so an example named here may still go to its own intent."""
     owners = [(name, example) for name, intent in dialogue.intents.items() for example in intent.examples]
     vectors = dialogue.encoder.embed([example for _, example in owners])
     similarity = vectors @ vectors.T
