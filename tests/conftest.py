@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -68,6 +69,19 @@ def faces(store):
 @pytest.fixture(scope="session")
 def text_encoder(store):
     return catalog.load_text(store)
+
+
+# One directions example is the nearest in words to a question about access ("Is there a lift for
+# strollers and wheelchairs?"), two of accessibility's the nearer on average: the dialogue's ranking rule.
+LIFTS = {"directions": ("Where are the lifts?", "How do I get to the second floor?", "Which way to the exit?"),
+         "accessibility": ("Is the building wheelchair accessible?", "Do you have a ramp?", "Can I borrow a wheelchair?")}
+
+
+def knowledge_file(path: Path, intents: dict[str, tuple[str, ...]]) -> Path:
+    """A knowledge base TOML with `intents` (name -> examples), each answered with a sentence of its own."""
+    path.write_text("".join(f'[[intent]]\nname = "{name}"\nexamples = {json.dumps(list(examples))}\n'
+                            f'answer = "This is about {name}."\n' for name, examples in intents.items()))
+    return path
 
 
 ENDPOINT = EndpointSettings(vad_threshold=0.5, onset_ms=64, hangover_ms=400, pre_roll_ms=256, max_utterance_s=15.0)

@@ -10,7 +10,7 @@ import pytest
 from device.conversation.dialogue import ASK_BACK, NOT_IT_ANSWER, REPHRASE, REPHRASE_ANSWER, Dialogue
 from device.conversation.knowledge import KnowledgeError, load_knowledge
 from device.settings import load_settings
-from tests.conftest import run_cli
+from tests.conftest import LIFTS, knowledge_file, run_cli
 
 NOON = datetime.datetime(2026, 11, 29, 12, 5)
 
@@ -34,9 +34,10 @@ def test_questions_reach_their_intent(dialogue, question, intent):
     assert dialogue.decide(question).intent == intent  # answered, or asked back about
 
 
-def test_an_intent_two_of_whose_examples_agree_outranks_one_example_close_in_words(dialogue, text_encoder):
+def test_an_intent_two_of_whose_examples_agree_outranks_one_example_close_in_words(text_encoder, tmp_path):
     """A directions example ("Where are the lifts?") is the nearest to this question; two of
     accessibility's are the nearer on average. Each intent's score stays its nearest example's similarity."""
+    dialogue = Dialogue(text_encoder, load_knowledge(knowledge_file(tmp_path / "kb.toml", LIFTS)), load_settings().dialogue)
     question = "Is there a lift for strollers and wheelchairs?"
     asked = text_encoder.embed([question])[0]
     nearest = {name: float((text_encoder.embed(list(intent.examples)) @ asked).max())

@@ -7,13 +7,13 @@ from device.conversation.dialogue import Dialogue
 from device.conversation.kb_check import claimed_examples
 from device.conversation.knowledge import load_knowledge
 from device.settings import load_settings
-from tests.conftest import run_cli
+from tests.conftest import LIFTS, knowledge_file, run_cli
 
 
 def test_the_bundled_knowledge_base_checks_clean():
     result = run_cli("kb", "check")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "every example is closest to its own intent" in result.stdout
+    assert "every example goes to its own intent" in result.stdout
 
 
 def test_an_example_another_intent_claims_is_named_with_the_one_it_is_closer_to(text_encoder, tmp_path):
@@ -25,6 +25,21 @@ def test_an_example_another_intent_claims_is_named_with_the_one_it_is_closer_to(
     assert [(c.intent, c.example, c.other, c.other_example) for c in claimed] == [
         ("world_clock", "What time is it in Tokyo?", "time", "What time is it?")]
     assert claimed[0].score >= claimed[0].own_score
+
+
+def test_an_example_is_named_exactly_when_the_dialogue_would_give_it_to_another_intent(text_encoder, tmp_path):
+    """kb check ranks as the dialogue does: each example, left out, against the dialogue without it."""
+    lift = "Is there a lift for strollers and wheelchairs?"
+    intents = {**LIFTS, "accessibility": (*LIFTS["accessibility"], lift)}
+    settings = load_settings().dialogue
+    kb = knowledge_file(tmp_path / "kb.toml", intents)
+    claimed = {c.example: c.other for c in claimed_examples(Dialogue(text_encoder, load_knowledge(kb), settings))}
+    for name, examples in intents.items():
+        for example in examples:
+            without = knowledge_file(tmp_path / "without.toml", {**intents, name: tuple(e for e in examples if e != example)})
+            likeliest = Dialogue(text_encoder, load_knowledge(without), settings).rank(example)[0][0]
+            assert claimed.get(example, name) == likeliest, example
+    assert lift not in claimed  # its nearest example is directions', but two of its own agree
 
 
 def test_questions_that_go_wrong_are_listed_and_fail_the_check(tmp_path):

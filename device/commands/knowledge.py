@@ -44,10 +44,10 @@ def _check(app: App, args: argparse.Namespace) -> int:
 def _print(knowledge: str, intents: int, claimed, rows: list[dict], missed: list[dict]) -> None:
     print(f"knowledge base: {knowledge} ({intents} intents with the built-ins)")
     if not claimed:
-        print("  every example is closest to its own intent")
+        print("  every example goes to its own intent")
     for c in claimed:
-        print(f"  {c.intent}: \"{c.example}\" is closer to {c.other}'s \"{c.other_example}\" ({c.score:.2f}) than to "
-              f"its own examples ({c.own_score:.2f}); reword it or add examples that tell the two apart")
+        print(f"  {c.intent}: \"{c.example}\" would go to {c.other} (nearest: \"{c.other_example}\", {c.score:.2f}; its own "
+              f"intent's nearest: {c.own_score:.2f}); reword it or add examples that tell the two apart")
     if not rows:
         return
     t = tally(rows)

@@ -21,7 +21,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -61,6 +61,18 @@ BUILTINS = (
     Intent("date", ("What is the date today?", "What day is it today?", "Which day is it?"), ""),
     Intent(STOP, ("Stop talking.", "Stop.", "Be quiet.", "That's enough.", "Shut up."), ""),
 )
+
+
+def ranked(owners: Sequence[str], similarities: Iterable[float]) -> list[tuple[str, float]]:
+    """Intents, the likeliest first, from each example's owner and its similarity to a question: the
+    one whose AGREEING_EXAMPLES most similar examples are the nearest on average. Each comes with its
+    most similar example's similarity. The dialogue and `kb check` both rank with it, so they agree."""
+    by_intent: dict[str, list[float]] = {}
+    for owner, similarity in zip(owners, similarities):
+        by_intent.setdefault(owner, []).append(float(similarity))
+    nearest = {name: sorted(found, reverse=True)[:AGREEING_EXAMPLES] for name, found in by_intent.items()}
+    likeliest = sorted(nearest, key=lambda name: -sum(nearest[name]) / len(nearest[name]))
+    return [(name, nearest[name][0]) for name in likeliest]
 
 
 @dataclass(frozen=True)
@@ -140,13 +152,7 @@ class Dialogue:
         nearest on average. Each comes with its most similar example's similarity, which says how
         sure the robot is (the thresholds are in its terms)."""
         _, owners, examples = self._knowledge
-        scores = examples @ self._embedded(question)
-        by_intent: dict[str, list[float]] = {}
-        for owner, score in zip(owners, scores):
-            by_intent.setdefault(owner, []).append(float(score))
-        nearest = {name: sorted(found, reverse=True)[:AGREEING_EXAMPLES] for name, found in by_intent.items()}
-        likeliest = sorted(nearest, key=lambda name: -sum(nearest[name]) / len(nearest[name]))
-        return [(name, nearest[name][0]) for name in likeliest]
+        return ranked(owners, examples @ self._embedded(question))
 
     def _embed(self, question: str) -> np.ndarray:
         embedding = self.encoder.embed([question])[0]

@@ -8,9 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
-from device.conversation.dialogue import ASK_BACK, BUILTINS, REPHRASE, Decision, Dialogue
+from device.conversation.dialogue import ASK_BACK, BUILTINS, REPHRASE, Decision, Dialogue, ranked
 from device.conversation.knowledge import KnowledgeError
 from device.toml_file import tomllib
 
@@ -22,7 +21,8 @@ OUTCOMES = ("right", "asked back right", "rephrase", "asked back wrong", "wrong"
 
 @dataclass(frozen=True)
 class Claimed:
-    """An example of `intent` that lies closer to an example of `other` than to any other of its own."""
+    """An example of `intent` that, itself left out, the dialogue would give to `other`: `score` is the
+    similarity of `other`'s nearest example (`other_example`), `own_score` that of its own intent's."""
 
     intent: str
     example: str
@@ -64,25 +64,25 @@ def tally_line(counts: dict) -> str:
 
 
 def claimed_examples(dialogue: Dialogue) -> list[Claimed]:
-    """The knowledge base's examples that, the example itself left out, lie closer to another intent's
-    example than to any of their own: the intents overlap there (leave-one-out over all examples, the
-    built-ins' included). This is the nearest example alone; the dialogue weighs an intent by its
-    two nearest (Dialogue.rank), so an example named here may still go to its own intent."""
+    """The knowledge base's examples that, the example itself left out, the dialogue would give to
+    another intent (ranked as the dialogue ranks, `ranked`): the intents overlap there. Leave-one-out
+    over all examples, the built-ins' included."""
     owners = [(name, example) for name, intent in dialogue.intents.items() for example in intent.examples]
     vectors = dialogue.encoder.embed([example for _, example in owners])
     similarity = vectors @ vectors.T
-    np.fill_diagonal(similarity, -1.0)
-    names = np.array([name for name, _ in owners])
+    names = [name for name, _ in owners]
     builtins = {intent.name for intent in BUILTINS}
     found = []
     for row, (name, example) in enumerate(owners):
         if name in builtins:
             continue  # the built-ins' own examples are not the operator's to fix
-        own = similarity[row][names == name]
-        own_best = float(own.max()) if own.size else -1.0
-        other = int(np.argmax(np.where(names != name, similarity[row], -1.0)))
-        if similarity[row, other] >= own_best:
-            found.append(Claimed(name, example, owners[other][0], owners[other][1], float(similarity[row, other]), own_best))
+        others = [n for n in range(len(owners)) if n != row]
+        ranking = ranked([names[n] for n in others], similarity[row, others])
+        other, score = ranking[0]
+        if other != name:
+            other_example = max((n for n in others if names[n] == other), key=lambda n: similarity[row, n])
+            own_score = next((s for n, s in ranking if n == name), -1.0)
+            found.append(Claimed(name, example, other, owners[other_example][1], score, own_score))
     return found
 
 
