@@ -61,16 +61,24 @@ class EndpointSettings:
     min_level_over_floor_db: float = 0.0  # speech must be this much louder than the noise floor (0: off)
     array_level_over_floor_db: float = 0.0  # the same, when the microphone is an array's beam
     array_min_on_axis_db: float = -30.0  # with an array, speech must hold this much of its level in the beam
+    quiet_hangover_ms: int = 0  # hangover_ms where the visitor stands quiet_over_floor_db over the floor (0: off)
+    quiet_over_floor_db: float = 30.0  # the utterance's loudest tenth this far over the floor: a quiet room
 
     def __post_init__(self) -> None:
         if not 0 < self.vad_threshold < 1:
             raise ValueError(f"vad_threshold must be between 0 and 1, got {self.vad_threshold}")
-        for key in ("onset_ms", "hangover_ms", "pre_roll_ms", "min_hangover_ms", "max_hangover_ms", "rejoin_within_ms"):
+        for key in ("onset_ms", "hangover_ms", "pre_roll_ms", "min_hangover_ms", "max_hangover_ms", "rejoin_within_ms",
+                    "quiet_hangover_ms"):
             if not 0 <= getattr(self, key) <= 5000:
                 raise ValueError(f"{key} must be between 0 and 5000 ms, got {getattr(self, key)}")
         if not self.min_hangover_ms <= self.hangover_ms <= self.max_hangover_ms:
             raise ValueError(f"min_hangover_ms <= hangover_ms <= max_hangover_ms must hold, got {self.min_hangover_ms}, "
                              f"{self.hangover_ms}, {self.max_hangover_ms}")
+        if self.quiet_hangover_ms and not self.min_hangover_ms <= self.quiet_hangover_ms <= self.hangover_ms:
+            raise ValueError(f"quiet_hangover_ms must be 0 (off) or between min_hangover_ms and hangover_ms "
+                             f"({self.min_hangover_ms}-{self.hangover_ms}), got {self.quiet_hangover_ms}")
+        if not 0 <= self.quiet_over_floor_db <= 100:
+            raise ValueError(f"quiet_over_floor_db must be between 0 and 100 dB, got {self.quiet_over_floor_db}")
         if not 0 < self.known_question_threshold < 1:
             raise ValueError(f"known_question_threshold must be between 0 and 1, got {self.known_question_threshold}")
         if not 0 < self.end_of_turn_threshold < 1:

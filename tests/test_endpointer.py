@@ -61,7 +61,8 @@ def test_a_monologue_is_cut_at_the_maximum_and_listening_goes_on():
 
 
 @pytest.mark.parametrize("key, value", [("vad_threshold", 1.5), ("hangover_ms", -1), ("max_utterance_s", 0.5),
-                                        ("known_question_threshold", 1.5)])
+                                        ("known_question_threshold", 1.5), ("quiet_hangover_ms", 100),
+                                        ("quiet_over_floor_db", -1.0)])
 def test_settings_are_validated(key, value):
     fields = dict(vad_threshold=0.5, onset_ms=64, hangover_ms=400, pre_roll_ms=256, max_utterance_s=15.0)
     with pytest.raises(ValueError, match=key):
@@ -264,3 +265,24 @@ def test_a_known_question_ends_its_pause_after_the_short_hangover_unless_judged_
     (ended_at, _), = [(i, e) for i, e in with_words(pattern, 12, Words.KNOWN_QUESTION, verdict_at=9, complete=False,
                                                       settings=judged) if isinstance(e, Utterance)]
     assert ended_at == 6 + 30 - 1  # the model heard the voice go on: max_hangover_ms
+
+
+def test_a_visitor_far_over_a_quiet_room_gets_the_quiet_hangover_in_a_hall_the_full_one():
+    """The same visitor (-25 dBFS) in a quiet room's hiss (-70 dBFS) and in a hall's talk 15 dB under
+    them: the quiet room's pause ends after `quiet_hangover_ms`, the hall's after `hangover_ms`."""
+    rng = np.random.default_rng(0)
+    settings = dataclasses.replace(SETTINGS, max_utterance_s=15.0, min_level_over_floor_db=12.0,
+                                   quiet_hangover_ms=256, quiet_over_floor_db=30.0)
+
+    def silence_waited(room_rms: float, settings: EndpointSettings = settings) -> int:
+        room = lambda n: [rng.normal(0, room_rms, FRAME).astype(np.float32) for _ in range(n)]  # noqa: E731
+        frames = room(160) + [rng.normal(0, 0.056, FRAME).astype(np.float32) for _ in range(31)] + room(40)
+        endpointer = Endpointer(settings)
+        vad = [0.1] * 160 + [0.9] * 31 + [0.1] * 40
+        ((ended_at, _),) = [(i, e) for i, (f, p) in enumerate(zip(frames, vad)) for e in endpointer.push(f, p)
+                            if isinstance(e, Utterance)]
+        return ended_at + 1 - 191
+
+    assert silence_waited(0.0003) == 8  # 256 ms
+    assert silence_waited(0.01) == 10  # 320 ms: in a hall the last frame is for the visitor's quiet syllables
+    assert silence_waited(0.0003, dataclasses.replace(settings, quiet_hangover_ms=0)) == 10  # off

@@ -46,6 +46,7 @@ class Endpointer:
         self._judged = judged
         self._onset = settings.frames(settings.onset_ms)
         self._hangover = settings.frames(settings.hangover_ms)
+        self._quiet_hangover = settings.frames(settings.quiet_hangover_ms) if settings.quiet_hangover_ms else self._hangover
         self._min_hangover = settings.frames(settings.min_hangover_ms)
         self._max_hangover = settings.frames(settings.max_hangover_ms)
         self._pre_roll = settings.frames(settings.pre_roll_ms)
@@ -56,6 +57,7 @@ class Endpointer:
 
     def reset(self) -> None:
         self._frames: list[np.ndarray] = []  # pre-roll while idle, the utterance while speaking
+        self._levels: list[float] = []  # their levels (dBFS)
         self._first_frame = 0  # stream frame index of self._frames[0]
         self._position = 0  # frames seen
         self._speech_run = 0
@@ -68,6 +70,7 @@ class Endpointer:
         self._complete: bool | None = None  # the end-of-turn verdict on the current pause, once it arrived
         self._words: Words | None = None  # what the words before the current pause are, once heard
         self._least_pause = 0  # frames of silence the current utterance waits at least (`wait_longer`)
+        self._quiet = False  # the current pause's fixed hangover is quiet_hangover_ms
 
     @property
     def speaking(self) -> bool:
@@ -84,7 +87,8 @@ class Endpointer:
         index = self._position
         self._position += 1
         self._frames.append(frame)
-        loud = self._over_the_floor(frame)  # every frame: the floor is learnt from all of them
+        self._levels.append(level_db(frame))
+        loud = self._over_the_floor(self._levels[-1])  # every frame: the floor is learnt from all of them
         toward = on_axis_db is None or on_axis_db >= self.settings.array_min_on_axis_db
         voiced = probability >= self.settings.vad_threshold
         is_speech = voiced and ((loud and toward) or not over_floor)
@@ -94,10 +98,9 @@ class Endpointer:
             self._last_voiced = index + 1
         return self._in_speech(index, is_speech)
 
-    def _over_the_floor(self, frame: np.ndarray) -> bool:
+    def _over_the_floor(self, level: float) -> bool:
         """Louder than the hall by the margin the settings ask (always, when they ask none)."""
         margin = self.settings.min_level_over_floor_db
-        level = level_db(frame)
         floor = self._floor.update(level)
         return margin == 0 or level >= floor + margin
 
@@ -107,6 +110,7 @@ class Endpointer:
         if len(self._frames) > keep:
             drop = len(self._frames) - keep
             del self._frames[:drop]
+            del self._levels[:drop]
             self._first_frame += drop
         if self._speech_run < self._onset:
             return []
@@ -124,6 +128,8 @@ class Endpointer:
             self._last_speech = index + 1
         else:
             self._silence_run += 1
+            if self._silence_run == 1:
+                self._quiet = self._in_a_quiet_room()
             if self._silence_run == self._speculate_after:
                 events.append(SpeechPaused(self._audio_until(index + 1), self._last_speech * FRAME,
                                            (index + 1 - self._last_voiced) * FRAME))
@@ -170,10 +176,18 @@ class Endpointer:
         elif self._words is Words.KNOWN_QUESTION and self._complete is not False:
             limit = self._min_hangover
         elif not self._judged or self._complete is None or self._complete and awaiting_words:
-            limit = self._hangover
+            limit = self._quiet_hangover if self._quiet else self._hangover
         else:
             limit = self._min_hangover if self._complete else self._max_hangover
         return max(limit, self._least_pause)
+
+    def _in_a_quiet_room(self) -> bool:
+        """The loudest tenth of the utterance's frames stands `quiet_over_floor_db` over the noise floor.
+        The fixed hangover's last frame is for a hall, where a visitor's quieter syllables fall under
+        the floor's margin and a shorter wait splits their question (docs/end-of-turn.md); a visitor
+        that far over the room has no syllable near the margin."""
+        spoken = self._levels[self._speech_start // FRAME - self._first_frame:self._last_speech - self._first_frame]
+        return float(np.percentile(spoken, 90)) - self._floor.level >= self.settings.quiet_over_floor_db
 
     def _audio_until(self, frame_index: int) -> np.ndarray:
         return np.concatenate(self._frames[: frame_index - self._first_frame])
