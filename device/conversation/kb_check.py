@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from device.conversation.dialogue import ASK_BACK, BUILTINS, REPHRASE, Decision, Dialogue, ranked
 from device.conversation.knowledge import KnowledgeError
 from device.toml_file import tomllib
