@@ -80,7 +80,7 @@ def claimed_examples(dialogue: Dialogue) -> list[Claimed]:
         other, score = ranking[0]
         if other != name:
             other_example = max((n for n in others if names[n] == other), key=lambda n: similarity[row, n])
-            own_score = next((s for n, s in ranking if n == name), -1.0)
+            own_score = next((nearest for intent, nearest in ranking if intent == name), -1.0)
             found.append(Claimed(name, example, other, owners[other_example][1], score, own_score))
     return found
 
