@@ -57,3 +57,17 @@ def test_through_an_array_steered_at_the_visitor_the_bench_hears_the_hall_better
     array = measure_hearing(app, "tuning", (5.0,), limit=4, array=MicArray.circular(4, 0.032))
     assert one["array"] is None and array["array"] == {"microphones": 4, "radius_mm": 32.0}
     assert array["conditions"][0]["wer"] < one["conditions"][0]["wer"] - 0.1, (one["conditions"][0]["wer"], array["conditions"][0]["wer"])
+
+
+def test_with_each_questions_own_span_the_bench_recognises_that_span_and_no_other(store):
+    """`--own-span`: what the recogniser and the dialogue make of the hall when segmentation is perfect.
+    Each question is one utterance, its own samples and 50 ms either side, ended as it ends; the
+    endpointer, on the same mix, ends the same questions elsewhere."""
+    app = App(store_dir=store.root)
+    own = measure_hearing(app, "tuning", (5.0,), limit=2, own_span=True)
+    cut = measure_hearing(app, "tuning", (5.0,), limit=2)
+    assert own["own_span"] and not cut["own_span"]
+    rows = own["conditions"][0]["questions"]
+    assert [r["ended_ms"] for r in rows] == [50, 50] and own["conditions"][0]["heard"] == 2
+    assert all(r["false_utterances"] == 0 and not r["rejoined"] and r["transcript"] for r in rows)
+    assert [r["ended_ms"] for r in cut["conditions"][0]["questions"]] != [50, 50]

@@ -9,6 +9,10 @@ right; also counted: asked back about the right intent, and wrong answers) of th
 the question, utterances started by babble alone, and how long after the
 question its utterance ended. Then a minute of babble alone, at the level it has at 10 dB: the
 utterances it starts. Heard by one microphone, or by an array steered at the visitor.
+
+With `own_span`, each question is recognised from its own span in the mix instead (OWN_SPAN_PAD_S
+either side): what recognition and the dialogue make of the hall when the segmentation is perfect, so
+that what the endpointer's cuts cost is told from what the recogniser loses (docs/hearing.md).
 """
 
 from __future__ import annotations
@@ -35,12 +39,14 @@ SPEECH_DBFS = -26.0  # the visitor's speech level at the microphone
 FLUSH_S = 3.0  # silence after a clip, so an utterance the babble kept open ends and is scored
 BABBLE_ONLY_S = 60.0
 SEED = 7
+OWN_SPAN_PAD_S = 0.05  # a question's own span: its first to its last sample, and this much either side
 
 
 def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = CONDITIONS, limit: int | None = None,
-                    array: MicArray | None = None) -> dict:
+                    array: MicArray | None = None, own_span: bool = False) -> dict:
     """`limit`: only the split's first questions (a quick look; they are in the order of the intents).
-    `array`: heard through a microphone array whose beam the camera's face direction steers."""
+    `array`: heard through a microphone array whose beam the camera's face direction steers.
+    `own_span`: each question recognised from its own span, not from the endpointer's utterances."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if limit is not None and limit < 1:
@@ -50,16 +56,17 @@ def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = COND
     questions, talkers = load_questions(app.store, split, app.threads, limit)
     hall = Hall(len(talkers), SEED, array)
     voiced = [_level(hall.visitor(q.audio)) for q in questions]
-    report = {"split": split, "threads": app.threads, "questions": len(questions), "conditions": [],
+    report = {"split": split, "threads": app.threads, "questions": len(questions), "own_span": own_span, "conditions": [],
               "array": None if array is None else {"microphones": array.count,
                                                    "radius_mm": round(float(np.linalg.norm(array.positions[0])) * 1000, 1)}}
     endpoint = app.settings.endpoint if array is None else app.settings.endpoint.through_array()
     rejoin_ms = endpoint.rejoin_within_ms if app.settings.bargein.enabled else 0  # the conversation rejoins only then
+    segment = _own_span if own_span else lambda audio, on_axis_db, span: heard(audio, on_axis_db, vad, endpoint)
     for snr in conditions:
         print(f"hearing: {'quiet room' if snr is None else f'babble at {snr:g} dB'}...", file=sys.stderr, flush=True)
         rng, listen = np.random.default_rng(SEED), _Microphones(hall, array)  # each condition's own, whichever ran before
-        rows = [_hear(q, speech, hall.babble(talkers, _length(speech), rng), snr, listen, vad, asr, dialogue, endpoint,
-                      rejoin_ms)
+        rows = [_hear(q, speech, hall.babble(talkers, _length(speech), rng), snr, listen, segment, asr, dialogue,
+                      endpoint, rejoin_ms)
                 for q, speech in zip(questions, voiced)]
         report["conditions"].append(_summary(snr, rows))
     report["babble_only"] = _babble_only(hall, talkers, voiced[0], _Microphones(hall, array), vad, endpoint)
@@ -100,13 +107,14 @@ def _overlap(utterance: Utterance, span: tuple[int, int]) -> int:
     return min(utterance.speech_end, span[1]) - max(utterance.speech_start, span[0])
 
 
-def _hear(question, speech, babble, snr, listen, vad, asr, dialogue, settings, rejoin_ms) -> dict:
-    """`rejoin_ms`: utterances that go on within it are one question, as the conversation joins them."""
+def _hear(question, speech, babble, snr, listen, segment, asr, dialogue, settings, rejoin_ms) -> dict:
+    """`segment`: the utterances made of the mix (`heard` or `_own_span`). `rejoin_ms`: utterances
+    that go on within it are one question, as the conversation joins them."""
     lead = int(LEAD_S * SPEECH_RATE)
     placed = np.zeros(babble.shape, np.float32)
     placed[:, lead:lead + speech.shape[-1]] = speech
-    utterances = heard(*listen(placed + at_snr(placed, babble, snr)), vad, settings)
     span = (lead, lead + question.spoken)
+    utterances = segment(*listen(placed + at_snr(placed, babble, snr)), span)
     overlaps = [_overlap(u, span) for u in utterances]
     questions = heard_in_turns(utterances, rejoin_ms, settings.max_utterance_s, dialogue.decide,
                                lambda audio: asr.transcribe(audio).text)
@@ -134,6 +142,14 @@ def heard(audio: np.ndarray, on_axis_db: list[float] | None, vad, settings) -> l
         on_axis = on_axis_db[index] if on_axis_db is not None and index < len(on_axis_db) else None
         utterances += [e for e in endpointer.push(frame, vad.probability(frame), on_axis_db=on_axis) if isinstance(e, Utterance)]
     return utterances
+
+
+def _own_span(audio: np.ndarray, on_axis_db: list[float] | None, span: tuple[int, int]) -> list[Utterance]:
+    """The question's own span of `audio` (samples `span`, padded) as its one utterance, ended as soon
+    as it is over (`on_axis_db`, the array's per frame, is not needed to know it)."""
+    pad = int(OWN_SPAN_PAD_S * SPEECH_RATE)
+    start, end = max(0, span[0] - pad), min(len(audio), span[1] + pad)
+    return [Utterance(audio[start:end], span[0], span[1], end)]
 
 
 def _summary(snr: float | None, rows: list[dict]) -> dict:

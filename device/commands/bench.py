@@ -64,6 +64,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                          help="hear through a circular array of N microphones steered at the visitor's face (default: one microphone)")
     hearing.add_argument("--array-radius-mm", type=float, default=32.0, metavar="MM",
                          help="the array's radius (default 32 mm, the size of common 4-microphone USB arrays)")
+    hearing.add_argument("--own-span", action="store_true",
+                         help="recognise each question from its own span in the mix (50 ms either side), not from the "
+                              "endpointer's utterances: what the recogniser and the dialogue do when segmentation is perfect")
     hearing.add_argument("--json", action="store_true", help="print JSON, every question included")
     hearing.set_defaults(run=_hearing)
 
@@ -172,12 +175,15 @@ def _hearing(app: App, args: argparse.Namespace) -> int:
         raise InputError(f"--array {args.array} --array-radius-mm {args.array_radius_mm:g}: an array needs 2 or more "
                          "microphones on a circle of a radius over 0 mm (e.g. --array 4 --array-radius-mm 32)")
     array = None if args.array is None else MicArray.circular(args.array, args.array_radius_mm / 1000)
-    report = measure_hearing(app, args.split, (None, *args.snr) if args.snr else CONDITIONS, args.questions, array)
+    report = measure_hearing(app, args.split, (None, *args.snr) if args.snr else CONDITIONS, args.questions, array,
+                             args.own_span)
     if args.json:
         print_json(report)
         return 0
     heard_by = "one microphone" if array is None else f"{array.count} microphones {args.array_radius_mm:g} mm from the centre, steered"
-    print(f"{args.split} split, {report['questions']} questions in a hall (RT60 0.5 s, six other talkers), {heard_by}:")
+    segmented = ("; each question recognised from its own span (no utterance started by babble is made)"
+                 if args.own_span else "")
+    print(f"{args.split} split, {report['questions']} questions in a hall (RT60 0.5 s, six other talkers), {heard_by}{segmented}:")
     for c in report["conditions"]:
         name = "quiet room" if c["snr_db"] is None else f"babble {c['snr_db']:g} dB"
         print(f"  {name:<14} WER {c['wer']:.2f}, intents {c['intent_accuracy']:.0%} (or asked back right "
