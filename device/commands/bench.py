@@ -181,8 +181,8 @@ def _hearing(app: App, args: argparse.Namespace) -> int:
         print_json(report)
         return 0
     heard_by = "one microphone" if array is None else f"{array.count} microphones {args.array_radius_mm:g} mm from the centre, steered"
-    segmented = ("; each question recognised from its own span (no utterance started by babble is made)"
-                 if args.own_span else "")
+    segmented = ("; each question recognised from its own span (no utterance of the babble around it; the minute "
+                 "of babble alone is the endpointer's)" if args.own_span else "")
     print(f"{args.split} split, {report['questions']} questions in a hall (RT60 0.5 s, six other talkers), {heard_by}{segmented}:")
     for c in report["conditions"]:
         name = "quiet room" if c["snr_db"] is None else f"babble {c['snr_db']:g} dB"
