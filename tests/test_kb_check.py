@@ -17,9 +17,7 @@ def test_the_bundled_knowledge_base_checks_clean():
 
 
 def test_an_example_another_intent_claims_is_named_with_the_one_it_is_closer_to(text_encoder, tmp_path):
-    path = tmp_path / "kb.toml"
-    path.write_text('[[intent]]\nname = "world_clock"\nexamples = ["Is there a cafe in the tower?", "What time is it in Tokyo?"]\n'
-                    'answer = "The clocks are in the tower."\n')
+    path = knowledge_file(tmp_path / "kb.toml", {"world_clock": ("Is there a cafe in the tower?", "What time is it in Tokyo?")})
     claimed = claimed_examples(Dialogue(text_encoder, load_knowledge(path), load_settings().dialogue))
     # without itself, "What time is it in Tokyo?" would go to the built-in time, not to its own intent
     assert [(c.intent, c.example, c.other, c.other_example) for c in claimed] == [
