@@ -60,6 +60,7 @@ class Utterance:
     speech_start: int
     speech_end: int  # sample just after the last speech frame
     decided: int  # sample at which the endpoint was decided (speech_end + hangover)
+    audio_start: int  # sample of the stream where `audio` begins (the pre-roll's first)
     truncated: bool = False  # cut at the maximum utterance length
 
     @property

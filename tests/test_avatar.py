@@ -210,7 +210,7 @@ def test_states_change_on_conversation_messages():
     clock = [0]
     avatar.on_message(SpeechStarted(0), lambda: clock[0])
     assert avatar.state == State.LISTENING and avatar.pose(0.1).glow == 1.0
-    avatar.on_message(Utterance(np.zeros(10, np.float32), 0, 10, 20), lambda: clock[0])
+    avatar.on_message(Utterance(np.zeros(10, np.float32), 0, 10, 20, 0), lambda: clock[0])
     assert avatar.state == State.THINKING and avatar.pose(0.2).brows < 0
     chunk = ReplyChunk(1, 0, "Hi.", np.zeros(22050, np.float32), 22050, 0, (Viseme(0, "AI"), Viseme(20000, "rest")), False)
     avatar.on_message(chunk, lambda: clock[0])

@@ -173,13 +173,13 @@ def test_the_bench_hears_a_cut_hesitation_whole_when_the_visitor_goes_on_within_
     from device.conversation.knowledge import load_knowledge
     from device.settings import load_settings
 
-    decide = Dialogue(text_encoder, load_knowledge(), load_settings().dialogue).decide
+    dialogue = Dialogue(text_encoder, load_knowledge(), load_settings().dialogue)
     cases = [c for c in pause_cases["tuning"] if c.pause_ms and c.text.startswith(("Do you have a map", "How long does it take"))]
     fixed = dataclasses.replace(ENDPOINT, end_of_turn=False, rejoin_within_ms=1200)
-    results = evaluate(cases, vad, None, fixed, asr, decide=decide)
+    results = evaluate(cases, vad, None, fixed, asr, dialogue=dialogue)
     assert len(results) == 2 and all(r.cut and r.rejoined for r in results), [(r.case.text, r.cut, r.rejoined) for r in results]
     assert all(0 < ms < r.case.pause_ms for r in results for ms in r.resumed_ms)  # went on after the end was decided
-    short = evaluate(cases, vad, None, dataclasses.replace(fixed, rejoin_within_ms=100), asr, decide=decide)
+    short = evaluate(cases, vad, None, dataclasses.replace(fixed, rejoin_within_ms=100), asr, dialogue=dialogue)
     assert [r.rejoined for r in short] == [False, False]
 
 

@@ -71,3 +71,15 @@ def test_with_each_questions_own_span_the_bench_recognises_that_span_and_no_othe
     assert [r["ended_ms"] for r in rows] == [50, 50] and own["conditions"][0]["heard"] == 2
     assert all(r["false_utterances"] == 0 and not r["rejoined"] and r["transcript"] for r in rows)
     assert [r["ended_ms"] for r in cut["conditions"][0]["questions"]] != [50, 50]
+
+
+def test_another_hall_is_another_room_with_other_talk_in_it(store):
+    """`--hall N`: the same questions in another room, its talkers elsewhere saying other things, so
+    that a setting can be judged over several halls rather than over one hall's chance."""
+    app = App(store_dir=store.root)
+    usual = measure_hearing(app, "tuning", (5.0,), limit=2)
+    other = measure_hearing(app, "tuning", (5.0,), limit=2, hall=11)
+    assert (usual["hall"], other["hall"]) == (7, 11)
+    heard = [[(r["transcript"], r["ended_ms"]) for r in report["conditions"][0]["questions"]] for report in (usual, other)]
+    assert heard[0] != heard[1]
+    assert usual["babble_only"] != other["babble_only"]

@@ -35,7 +35,7 @@ def _pause(tts, text: str) -> SpeechPaused:
 
 
 def _utterance(pause: SpeechPaused, speech_end: int) -> Utterance:
-    return Utterance(pause.audio, 0, speech_end, speech_end + 12 * FRAME)
+    return Utterance(pause.audio, 0, speech_end, speech_end + 12 * FRAME, 0)
 
 
 def test_the_pause_words_go_to_the_utterance_that_ended_there(asr, tts, recognition):
@@ -58,7 +58,7 @@ def test_the_pause_words_go_to_the_utterance_that_ended_there(asr, tts, recognit
     work.start(pause)  # ended there, but its audio takes in a last syllable under the hall's margin
     wait(work.pending())
     work.events()
-    longer = Utterance(pause.heard, 0, pause.speech_end, pause.speech_end + 12 * FRAME)
+    longer = Utterance(pause.heard, 0, pause.speech_end, pause.speech_end + 12 * FRAME, 0)
     taken = work.take(longer)
     assert taken.heard is None and taken.words == Words.OPEN  # recognised again whole; the pause's words stand
 

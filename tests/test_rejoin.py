@@ -125,10 +125,10 @@ def test_the_benches_hear_utterances_as_the_conversation_joins_them(asr, dialogu
     def utterance(text: str, start_s: float) -> Utterance:
         audio = _said(tts, text)
         start = int(start_s * SPEECH_RATE)
-        return Utterance(audio, start, start + len(audio), start + len(audio) + SPEECH_RATE * 4 // 10)
+        return Utterance(audio, start, start + len(audio), start + len(audio) + SPEECH_RATE * 4 // 10, start)
 
     def hear(*utterances: Utterance, within_ms: int = 1200) -> list:
-        return heard_in_turns(list(utterances), within_ms, 15.0, dialogue.decide, lambda audio: asr.transcribe(audio).text)
+        return heard_in_turns(list(utterances), within_ms, 15.0, dialogue, lambda audio: asr.transcribe(audio).text)
 
     first = utterance("Do you have a map?", 0.5)
     rest = utterance("For the building,", first.speech_end / SPEECH_RATE + 0.7)

@@ -26,7 +26,7 @@ from engines.model_specs import FRAME, SPEECH_RATE
 
 from device.bundled import SAMPLES
 from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer
-from device.conversation.dialogue import Decision
+from device.conversation.dialogue import Dialogue
 from device.conversation.pause_words import Words, judge_words, judges_words
 from device.conversation.rejoin import heard_in_turns
 from device.models.voices import VOICES, Voice, load_voices, speak
@@ -92,23 +92,23 @@ class CaseResult:
 
 def evaluate(cases: list[PauseCase], vad, detector, settings: EndpointSettings, asr=None,
              recognition_ms: float | None = None, knows: Callable[[str, float], bool] | None = None,
-             decide: Callable[[str], Decision] | None = None) -> list[CaseResult]:
+             dialogue: Dialogue | None = None) -> list[CaseResult]:
     """Play each case through the VAD and the endpointer; `detector` None: the fixed hangover; `asr`
     (needed when words are judged or utterances rejoined): the speculative recognition of each pause,
     whose words arrive after the time it took, or after `recognition_ms` when given (a test's fixed
     clock); `knows` (needed with `end_on_known_question`): the dialogue is sure of its answer to the
-    words; `decide` (needed with `rejoin_within_ms`): the dialogue's decision, which rejoins a cut question."""
+    words; `dialogue` (needed with `rejoin_within_ms`): its decisions rejoin a cut question."""
     if (judges_words(settings) or settings.rejoin_within_ms) and asr is None:
         raise ValueError("wait_after_open_words, end_on_known_question and rejoin_within_ms need the recogniser")
     if settings.end_on_known_question and knows is None:
         raise ValueError("end_on_known_question needs the dialogue")
-    if settings.rejoin_within_ms and decide is None:
+    if settings.rejoin_within_ms and dialogue is None:
         raise ValueError("rejoin_within_ms needs the dialogue")
-    return [_play(case, vad, detector, settings, asr, recognition_ms, knows, decide) for case in cases]
+    return [_play(case, vad, detector, settings, asr, recognition_ms, knows, dialogue) for case in cases]
 
 
 def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recognition_ms: float | None,
-          knows: Callable[[str, float], bool] | None, decide: Callable[[str], Decision] | None) -> CaseResult:
+          knows: Callable[[str, float], bool] | None, dialogue: Dialogue | None) -> CaseResult:
     endpointer = Endpointer(settings, judged=detector is not None)
     vad.reset()
     due: list[tuple[int, object]] = []  # (frame at which it arrives, verdict)
@@ -138,14 +138,14 @@ def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recog
     cut = any(u.speech_end < case.speech_end - FRAME for u in utterances)
     last = utterances[-1] if utterances else None
     waited = None if last is None else (last.decided - case.speech_end) / SPEECH_RATE * 1000
-    rejoined = _rejoined(utterances, settings, asr, decide) if cut and settings.rejoin_within_ms else None
+    rejoined = _rejoined(utterances, settings, asr, dialogue) if cut and settings.rejoin_within_ms else None
     resumed = tuple(round((b.speech_start - a.decided) / SPEECH_RATE * 1000, 1) for a, b in zip(utterances, utterances[1:]))
     return CaseResult(case, len(utterances), cut, waited, tuple(verdicts), tuple(heard), rejoined, resumed)
 
 
-def _rejoined(utterances: list[Utterance], settings: EndpointSettings, asr, decide: Callable[[str], Decision]) -> bool:
+def _rejoined(utterances: list[Utterance], settings: EndpointSettings, asr, dialogue: Dialogue) -> bool:
     """Each utterance after the first goes on with the question so far, as the conversation rejoins them."""
-    questions = heard_in_turns(utterances, settings.rejoin_within_ms, settings.max_utterance_s, decide,
+    questions = heard_in_turns(utterances, settings.rejoin_within_ms, settings.max_utterance_s, dialogue,
                                lambda audio: asr.transcribe(audio).text)
     return len(questions) == 1
 
@@ -189,7 +189,7 @@ def measure_pauses(app, split: str) -> dict:
     cases = load_cases(app.store, split, app.threads)
     report = {"split": split, "threads": app.threads, "settings": vars(settings).copy()}
     for name, judge in (("fixed_hangover", None), ("end_of_turn", detector)):
-        results = evaluate(cases, vad, judge, settings, asr, knows=knows, decide=dialogue.decide)
+        results = evaluate(cases, vad, judge, settings, asr, knows=knows, dialogue=dialogue)
         report[name] = summary(results) | {"cases": [_row(r) for r in results]}
     return report
 

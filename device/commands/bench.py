@@ -10,7 +10,7 @@ from engines.errors import InputError
 
 from device.app import App
 from device.bench.bargein import ECHO_LEVELS_DB, measure_bargein
-from device.bench.hearing import CONDITIONS, measure_hearing
+from device.bench.hearing import CONDITIONS, HALL, measure_hearing
 from device.bench.intents import measure_intents
 from device.conversation.kb_check import tally_line
 from device.bench.io import measure_io
@@ -67,6 +67,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     hearing.add_argument("--own-span", action="store_true",
                          help="recognise each question from its own span in the mix (50 ms either side), not from the "
                               "endpointer's utterances: what the recogniser and the dialogue do when segmentation is perfect")
+    hearing.add_argument("--hall", type=int, default=HALL, metavar="N",
+                         help=f"which hall: the seed of its room, its talkers' places and their babble (default {HALL}, the "
+                              "hall of the figures in docs/hearing.md); one hall's figures differ from another's by a "
+                              "question or two, so a setting is best judged over several")
     hearing.add_argument("--json", action="store_true", help="print JSON, every question included")
     hearing.set_defaults(run=_hearing)
 
@@ -176,14 +180,15 @@ def _hearing(app: App, args: argparse.Namespace) -> int:
                          "microphones on a circle of a radius over 0 mm (e.g. --array 4 --array-radius-mm 32)")
     array = None if args.array is None else MicArray.circular(args.array, args.array_radius_mm / 1000)
     report = measure_hearing(app, args.split, (None, *args.snr) if args.snr else CONDITIONS, args.questions, array,
-                             args.own_span)
+                             args.own_span, args.hall)
     if args.json:
         print_json(report)
         return 0
     heard_by = "one microphone" if array is None else f"{array.count} microphones {args.array_radius_mm:g} mm from the centre, steered"
     segmented = ("; each question recognised from its own span (no utterance of the babble around it; the minute "
                  "of babble alone is the endpointer's)" if args.own_span else "")
-    print(f"{args.split} split, {report['questions']} questions in a hall (RT60 0.5 s, six other talkers), {heard_by}{segmented}:")
+    print(f"{args.split} split, {report['questions']} questions in hall {args.hall} (RT60 0.5 s, six other talkers), "
+          f"{heard_by}{segmented}:")
     for c in report["conditions"]:
         name = "quiet room" if c["snr_db"] is None else f"babble {c['snr_db']:g} dB"
         print(f"  {name:<14} WER {c['wer']:.2f}, intents {c['intent_accuracy']:.0%} (or asked back right "

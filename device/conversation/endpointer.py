@@ -199,7 +199,8 @@ class Endpointer:
         (`speech_end`) is still the margin's, so a hall's talk holds no utterance open."""
         end = index + 1 if truncated else self._last_speech
         audio = self._audio_until(index + 1 if truncated else self._last_voiced)
-        utterance = Utterance(audio, self._speech_start, end * FRAME, (index + 1) * FRAME, truncated)
+        utterance = Utterance(audio, self._speech_start, end * FRAME, (index + 1) * FRAME, self._first_frame * FRAME,
+                              truncated)
         position = self._position
         self.reset()
         self._position = self._first_frame = position

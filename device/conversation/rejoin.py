@@ -20,7 +20,8 @@ from typing import Callable
 
 import numpy as np
 
-from device.conversation.dialogue import Decision
+from device.conversation.dialogue import Decision, Dialogue
+from device.conversation.speech_alone import surer_words
 from device.messages import Utterance
 from device.models.asr import words
 from engines.model_specs import SPEECH_RATE
@@ -56,7 +57,8 @@ def joined(first: Utterance, then: Utterance, max_utterance_s: float) -> Utteran
     cut mid-phrase loses words, "What time do you owe?" + "Barrier."); None if that is longer than an
     utterance may be, so a hall's talk heard as utterance after utterance never grows one recognition
     without end."""
-    whole = replace(then, speech_start=first.speech_start, audio=np.concatenate([first.audio, then.audio]))
+    whole = replace(then, speech_start=first.speech_start, audio=np.concatenate([first.audio, then.audio]),
+                    audio_start=first.audio_start)
     return whole if whole.seconds <= max_utterance_s else None
 
 
@@ -74,16 +76,17 @@ def heard_together(first: Heard, then: Heard, max_utterance_s: float, decide: Ca
     return whole, question.text if question.same_answer else transcribe(whole.audio)
 
 
-def heard_in_turns(utterances: list[Utterance], within_ms: int, max_utterance_s: float,
-                   decide: Callable[[str], Decision], transcribe: Callable[[np.ndarray], str]) -> list[Heard]:
-    """The questions the conversation makes of `utterances` in order: each recognised, and one that
-    goes on within `within_ms` of the question before it heard with that question (as the turn loop
-    rejoins a turn with the last). For the benches, which replay what the daemon hears offline."""
+def heard_in_turns(utterances: list[Utterance], within_ms: int, max_utterance_s: float, dialogue: Dialogue,
+                   transcribe: Callable[[np.ndarray], str]) -> list[Heard]:
+    """The questions the conversation makes of `utterances` in order: each recognised (and its speech
+    alone too when the dialogue is unsure of its words, device/conversation/speech_alone.py), and one
+    that goes on within `within_ms` of the question before it heard with that question (as the turn
+    loop rejoins a turn with the last). For the benches, which replay what the daemon hears offline."""
     questions: list[Heard] = []
     for utterance in utterances:
-        heard = (utterance, transcribe(utterance.audio))
+        heard = (utterance, surer_words(transcribe(utterance.audio), utterance, transcribe, dialogue))
         if questions and resumes(questions[-1][0].speech_end, utterance.speech_start, within_ms):
-            together = heard_together(questions[-1], heard, max_utterance_s, decide, transcribe)
+            together = heard_together(questions[-1], heard, max_utterance_s, dialogue.decide, transcribe)
             if together is not None:
                 questions[-1] = together
                 continue

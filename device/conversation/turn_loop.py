@@ -9,8 +9,9 @@ Threads and what each owns:
 - `end-of-turn`: the end-of-turn model's verdict on that same pause, sent back to the caller's
   thread as a message (the endpointer has one owner) to shorten or lengthen the hangover (a pause's
   work: device/conversation/pause_work.py);
-- `turns`: waits for each utterance's transcript, asks the dialogue (which it owns: a new visit is a
-  message in its queue too), starts the reply;
+- `turns`: waits for each utterance's transcript (words it is unsure of are heard again from the
+  speech alone, device/conversation/speech_alone.py), asks the dialogue (which it owns: a new visit
+  is a message in its queue too), starts the reply;
 - `speech`: synthesizes the reply sentence by sentence (an LLM's as its sentences stream in) and
   hands chunks to the speaker.
 
@@ -52,6 +53,7 @@ from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, ReplyPause
 from device.conversation.pause_work import PauseWork
 from device.conversation.pause_words import Words
 from device.conversation.rejoin import heard_together, resumes
+from device.conversation.speech_alone import surer_words
 from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
 from device.conversation.speech_out import SpeechOut, unsaid
@@ -315,7 +317,7 @@ class Conversation:
             return False
         now = time.monotonic()
         with self._lock:
-            turn = self._new_turn(Utterance(np.zeros(0, np.float32), 0, 0, 0),
+            turn = self._new_turn(Utterance(np.zeros(0, np.float32), 0, 0, 0, 0),
                                   TurnTimings(0, speech_end=now, endpoint=now, asr_done=now, dialogue_done=now))
             turn.answer = Answer(intent, 1.0, text, "perception")
         if not self._start_reply(turn, threading.Event()):
@@ -439,7 +441,7 @@ class Conversation:
                 self._finish(turn)
 
     def _take_turn(self, turn: Turn, future: Future[Transcript], follows: Turn | None) -> None:
-        turn.transcript = future.result().text
+        turn.transcript = surer_words(future.result().text, turn.utterance, self._transcribe, self.dialogue)
         turn.timings.asr_done = time.monotonic()
         rejoined = follows is not None and self._rejoined(turn, follows)
         if rejoined and self.state.speaking_turn is follows:
