@@ -60,6 +60,8 @@ class EndpointSettings:
     rejoin_within_ms: int = 0  # speech starting this soon after an utterance's end may go on with it (0: never)
     min_level_over_floor_db: float = 0.0  # speech must be this much louder than the noise floor (0: off)
     array_level_over_floor_db: float = 0.0  # the same, when the microphone is an array's beam
+    level_hysteresis_db: float = 0.0  # once an utterance has started, a frame goes on with it at this much less
+    array_level_hysteresis_db: float = 0.0  # the same, when the microphone is an array's beam
     array_min_on_axis_db: float = -30.0  # with an array, speech must hold this much of its level in the beam
     quiet_hangover_ms: int = 0  # hangover_ms where the visitor stands quiet_over_floor_db over the floor (0: off)
     quiet_over_floor_db: float = 30.0  # the utterance's loudest tenth this far over the floor: a quiet room
@@ -83,9 +85,13 @@ class EndpointSettings:
             raise ValueError(f"known_question_threshold must be between 0 and 1, got {self.known_question_threshold}")
         if not 0 < self.end_of_turn_threshold < 1:
             raise ValueError(f"end_of_turn_threshold must be between 0 and 1, got {self.end_of_turn_threshold}")
-        for key in ("min_level_over_floor_db", "array_level_over_floor_db"):
+        for key, hysteresis in (("min_level_over_floor_db", "level_hysteresis_db"),
+                                ("array_level_over_floor_db", "array_level_hysteresis_db")):
             if not 0 <= getattr(self, key) <= 30:
                 raise ValueError(f"{key} must be between 0 and 30 dB, got {getattr(self, key)}")
+            if not 0 <= getattr(self, hysteresis) <= getattr(self, key):
+                raise ValueError(f"{hysteresis} must be between 0 and {key} ({getattr(self, key):g} dB), "
+                                 f"got {getattr(self, hysteresis)}")
         if not -30 <= self.array_min_on_axis_db <= 0:
             raise ValueError(f"array_min_on_axis_db must be between -30 (any direction) and 0 dB, got {self.array_min_on_axis_db}")
         if not 1 <= self.max_utterance_s <= 60:
@@ -93,8 +99,9 @@ class EndpointSettings:
 
     def through_array(self) -> "EndpointSettings":
         """The endpointing of an array's beam: a hall's talk through it is less even than at one
-        microphone (the beam takes out some talkers more than others), so it has its own margin."""
-        return dataclasses.replace(self, min_level_over_floor_db=self.array_level_over_floor_db)
+        microphone (the beam takes out some talkers more than others), so it has its own margins."""
+        return dataclasses.replace(self, min_level_over_floor_db=self.array_level_over_floor_db,
+                                   level_hysteresis_db=self.array_level_hysteresis_db)
 
     def frames(self, ms: float) -> int:
         return max(1, round(ms / 1000 * SPEECH_RATE / FRAME))

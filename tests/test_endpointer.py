@@ -62,7 +62,7 @@ def test_a_monologue_is_cut_at_the_maximum_and_listening_goes_on():
 
 @pytest.mark.parametrize("key, value", [("vad_threshold", 1.5), ("hangover_ms", -1), ("max_utterance_s", 0.5),
                                         ("known_question_threshold", 1.5), ("quiet_hangover_ms", 100),
-                                        ("quiet_over_floor_db", -1.0)])
+                                        ("quiet_over_floor_db", -1.0), ("level_hysteresis_db", 1.0)])
 def test_settings_are_validated(key, value):
     fields = dict(vad_threshold=0.5, onset_ms=64, hangover_ms=400, pre_roll_ms=256, max_utterance_s=15.0)
     with pytest.raises(ValueError, match=key):
@@ -142,6 +142,28 @@ def test_babble_the_vad_calls_speech_does_not_hold_an_utterance_open_over_the_fl
     (heard,) = utterances(12.0)
     assert heard.speech_start == 160 * FRAME and heard.speech_end == 191 * FRAME
     assert utterances(0.0) == []  # the babble keeps it open: no answer while the hall talks
+
+
+def test_through_an_array_a_started_utterance_goes_on_at_a_lower_margin():
+    """The visitor 15 dB over the hall's talk for a second, then 10 dB over it for 640 ms (their quieter
+    last words), all of it where the beam points. With the array's 12 dB margin alone the quieter words
+    end the utterance and start none; with 3 dB of hysteresis they go on with it, and the talk after
+    them (at the floor) still ends it."""
+    rng = np.random.default_rng(0)
+    noise = lambda dbfs: rng.normal(0, 10 ** (dbfs / 20), FRAME).astype(np.float32)  # noqa: E731
+    frames = [noise(-40) for _ in range(160)] + [noise(-25) for _ in range(31)] + [noise(-30) for _ in range(20)]
+    frames += [noise(-40) for _ in range(60)]
+
+    def utterances(hysteresis_db: float) -> list[Utterance]:
+        settings = dataclasses.replace(SETTINGS, max_utterance_s=15.0, array_level_over_floor_db=12.0,
+                                       array_level_hysteresis_db=hysteresis_db).through_array()
+        endpointer = Endpointer(settings)
+        return [e for f in frames for e in endpointer.push(f, 0.9, on_axis_db=0.0) if isinstance(e, Utterance)]
+
+    (cut,) = utterances(0.0)
+    assert cut.speech_start == 160 * FRAME and cut.speech_end == 191 * FRAME
+    (whole,) = utterances(3.0)
+    assert whole.speech_start == 160 * FRAME and whole.speech_end == 211 * FRAME
 
 
 def test_a_last_syllable_under_the_floor_margin_is_recognised_but_does_not_hold_the_utterance():

@@ -99,10 +99,14 @@ class Endpointer:
         return self._in_speech(index, is_speech)
 
     def _over_the_floor(self, level: float) -> bool:
-        """Louder than the hall by the margin the settings ask (always, when they ask none)."""
+        """Louder than the hall by the margin the settings ask (always, when they ask none); by
+        `level_hysteresis_db` less once an utterance has started (through an array's beam, where a
+        frame must also come from where it points, a visitor's quieter words then stay in their
+        question instead of cutting it in two: docs/hearing.md)."""
         margin = self.settings.min_level_over_floor_db
         floor = self._floor.update(level)
-        return margin == 0 or level >= floor + margin
+        going_on = self.settings.level_hysteresis_db if self._speaking else 0.0
+        return margin == 0 or level >= floor + margin - going_on
 
     def _idle(self, index: int, is_speech: bool) -> list[Event]:
         self._speech_run = self._speech_run + 1 if is_speech else 0
