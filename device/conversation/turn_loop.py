@@ -53,9 +53,9 @@ from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, ReplyPause
 from device.conversation.pause_work import PauseWork
 from device.conversation.pause_words import Words
 from device.conversation.rejoin import heard_together, resumes
-from device.conversation.speech_alone import surer_words
 from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
+from device.conversation.speech_alone import surer_words
 from device.conversation.speech_out import SpeechOut, unsaid
 from device.conversation.turn_state import Phase, TurnState
 from device.models.asr import SpeechRecognizer, Transcript
