@@ -93,6 +93,7 @@ class Hall:
     def __init__(self, talkers: int, seed: int, array: MicArray | None = None) -> None:
         import pyroomacoustics as pra
 
+        self.seed = seed  # which hall: what is heard in it (its babble, the microphones' hiss) is drawn from it too
         rng = np.random.default_rng(seed)
         size = np.array([14.0, 10.0, 4.0]) * rng.uniform(0.9, 1.1, 3)
         absorption, max_order = pra.inverse_sabine(RT60_S, size)

@@ -58,9 +58,9 @@ def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = COND
     vad, asr = catalog.load_vad(app.store), catalog.load_asr(app.store, app.threads)
     dialogue = app.dialogue()
     questions, talkers = load_questions(app.store, split, app.threads, limit)
-    seed, hall = hall, Hall(len(talkers), hall, array)
-    voiced = [_level(hall.visitor(q.audio)) for q in questions]
-    report = {"split": split, "threads": app.threads, "questions": len(questions), "own_span": own_span, "hall": seed,
+    room = Hall(len(talkers), hall, array)
+    voiced = [_level(room.visitor(q.audio)) for q in questions]
+    report = {"split": split, "threads": app.threads, "questions": len(questions), "own_span": own_span, "hall": hall,
               "conditions": [],
               "array": None if array is None else {"microphones": array.count,
                                                    "radius_mm": round(float(np.linalg.norm(array.positions[0])) * 1000, 1)}}
@@ -69,12 +69,12 @@ def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = COND
     segment = _own_span if own_span else lambda audio, on_axis_db, span: heard(audio, on_axis_db, vad, endpoint)
     for snr in conditions:
         print(f"hearing: {'quiet room' if snr is None else f'babble at {snr:g} dB'}...", file=sys.stderr, flush=True)
-        rng, listen = np.random.default_rng(seed), _Microphones(hall, array, seed)  # each condition's own, whichever ran before
-        rows = [_hear(q, speech, hall.babble(talkers, _length(speech), rng), snr, listen, segment, asr, dialogue,
+        rng, listen = np.random.default_rng(hall), _Microphones(room, array)  # each condition's own, whichever ran before
+        rows = [_hear(q, speech, room.babble(talkers, _length(speech), rng), snr, listen, segment, asr, dialogue,
                       endpoint, rejoin_ms)
                 for q, speech in zip(questions, voiced)]
         report["conditions"].append(_summary(snr, rows))
-    report["babble_only"] = _babble_only(hall, talkers, voiced[0], _Microphones(hall, array, seed), vad, endpoint, seed)
+    report["babble_only"] = _babble_only(room, talkers, voiced[0], _Microphones(room, array), vad, endpoint)
     return report
 
 
@@ -82,9 +82,9 @@ class _Microphones:
     """What the robot makes of the hall at its microphones: each one's hiss added, then the one
     microphone's signal, or the array's beam steered where the camera sees the visitor's face."""
 
-    def __init__(self, hall: Hall, array: MicArray | None, seed: int) -> None:
+    def __init__(self, hall: Hall, array: MicArray | None) -> None:
         self.array, self.direction = array, hall.visitor_direction
-        self._hiss = np.random.default_rng(seed + 2)
+        self._hiss = np.random.default_rng(hall.seed + 2)
 
     def __call__(self, sound: np.ndarray) -> tuple[np.ndarray, list[float] | None]:
         """The signal the endpointer gets, and with an array each frame's `on_axis_db`."""
@@ -171,9 +171,9 @@ def _summary(snr: float | None, rows: list[dict]) -> dict:
             "questions": rows}
 
 
-def _babble_only(hall: Hall, talkers, reference_speech: np.ndarray, listen, vad, settings, seed: int) -> dict:
+def _babble_only(hall: Hall, talkers, reference_speech: np.ndarray, listen, vad, settings) -> dict:
     """A minute of babble alone, as loud as at 10 dB under the first question: utterances it starts."""
-    rng = np.random.default_rng(seed + 1)
+    rng = np.random.default_rng(hall.seed + 1)
     length = int(BABBLE_ONLY_S * SPEECH_RATE)
     placed = np.zeros((reference_speech.shape[0], length), np.float32)
     placed[:, :reference_speech.shape[-1]] = reference_speech

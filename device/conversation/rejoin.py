@@ -56,7 +56,8 @@ def joined(first: Utterance, then: Utterance, max_utterance_s: float) -> Utteran
     """`then` heard with `first` as one utterance, from `first`'s start (its audio both's: a recognition
     cut mid-phrase loses words, "What time do you owe?" + "Barrier."); None if that is longer than an
     utterance may be, so a hall's talk heard as utterance after utterance never grows one recognition
-    without end."""
+    without end. Its audio is the two pieces end to end, without the silence between them, so it is
+    not the stream from `audio_start` on: take a piece's speech alone (speech_alone.py) before joining."""
     whole = replace(then, speech_start=first.speech_start, audio=np.concatenate([first.audio, then.audio]),
                     audio_start=first.audio_start)
     return whole if whole.seconds <= max_utterance_s else None
