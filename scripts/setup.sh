@@ -10,8 +10,9 @@ with_test=0
 
 apt_packages=(python3-venv python3-dev build-essential pkg-config portaudio19-dev libsystemd-dev ffmpeg)
 # The tests also need a virtual X server, a screenshot tool, systemd-analyze for the unit file, and a
-# PulseAudio null sink (a sound card paced in real time, reached through ALSA's pulse plugin).
-[ "${1:-}" = "--test" ] && apt_packages+=(cmake xvfb x11-apps imagemagick systemd pulseaudio pulseaudio-utils libasound2-plugins)
+# PulseAudio null sink (a sound card paced in real time, reached through ALSA's pulse plugin), and strace
+# with a network namespace (iproute2) to record every connection the product tries.
+[ "${1:-}" = "--test" ] && apt_packages+=(cmake xvfb x11-apps imagemagick systemd pulseaudio pulseaudio-utils libasound2-plugins strace iproute2)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -192,3 +193,16 @@ def tables(store, tmp_path):
 def manager(store, tmp_path, tables, settings=SETTINGS, platform=None) -> EngineManager:
     """An engine manager over a test's own engine cache and tables directory."""
     return EngineManager(store, tmp_path / "engines", settings, tables, platform=platform)
+
+
+@pytest.fixture
+def daemons():
+    """Daemons (tests/test_daemon.py's Daemon) a test starts: killed if still running, their log printed."""
+    started = []
+    yield started
+    for daemon in started:
+        if daemon.process.poll() is None:
+            os.killpg(daemon.process.pid, signal.SIGKILL)  # with a wrapper's (strace's) children
+            daemon.process.wait()
+        print(daemon.process.stderr.read()[-20000:])  # the daemon's log, which pytest shows if the test failed
+        daemon.socket.close()

@@ -33,21 +33,26 @@ def _visit(path: Path, parts: list) -> Path:
 class Daemon:
     """`orin-avatar run` in a subprocess, and the datagrams it sends to NOTIFY_SOCKET."""
 
-    def __init__(self, tmp: Path, store, mic: Path, config: Path | None = None, extra: list[str] = ()) -> None:
+    def __init__(self, tmp: Path, store, mic: Path, config: Path | None = None, extra: list[str] = (),
+                 wrapper: list[str] = (), env: dict[str, str] | None = None, speaker: Path | None = None) -> None:
+        """`wrapper`: a command the daemon runs under (strace, a network namespace); `env`: more variables;
+        `speaker`: the replies file (default: replies.wav in `tmp`)."""
         self.home = tmp / "home"
         self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.socket.bind(str(tmp / "notify.sock"))
         self.socket.settimeout(0.2)
         self.messages: list[tuple[float, str]] = []
         self.env = {**os.environ, "NOTIFY_SOCKET": str(tmp / "notify.sock"), "WATCHDOG_USEC": "1000000",
-                    "ORIN_AVATAR_HOME": str(self.home)}
+                    "ORIN_AVATAR_HOME": str(self.home)} | (env or {})
         self.env.pop("INVOCATION_ID", None)
         self.env.pop("JOURNAL_STREAM", None)
-        self.speaker = tmp / "replies.wav"
-        command = [sys.executable, "-m", "device", "--store", str(store.root)]
+        self.speaker = speaker or tmp / "replies.wav"
+        self.wrapped = bool(wrapper)
+        command = [*wrapper, sys.executable, "-m", "device", "--store", str(store.root)]
         command += ["--config", str(config)] if config else []
         self.process = subprocess.Popen(command + ["run", "--mic", str(mic), "--speaker", str(self.speaker), *extra],
-                                        cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                        cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        start_new_session=True)  # a group of its own: the fixture kills it whole
         # Read the datagrams as they come, as systemd does: an unread queue (10 datagrams) blocks sd_notify.
         threading.Thread(target=self._listen, daemon=True).start()
 
@@ -82,25 +87,17 @@ class Daemon:
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
 
+    def signal(self, number: int) -> None:
+        """To the daemon itself: under a wrapper (strace) its own pid, which `status` tells; the wrapper ends with it."""
+        os.kill(self.status()["pid"] if self.wrapped else self.process.pid, number)
+
     def stop(self) -> tuple[int, float, str]:
         started = time.monotonic()
-        self.process.send_signal(signal.SIGTERM)
+        self.signal(signal.SIGTERM)
         code = self.process.wait(timeout=20)
         self.receive(time.monotonic() + 0.3)
         self.socket.close()
         return code, time.monotonic() - started, self.process.stderr.read()
-
-
-@pytest.fixture
-def daemons():
-    started = []
-    yield started
-    for daemon in started:
-        if daemon.process.poll() is None:
-            daemon.process.kill()
-            daemon.process.wait()
-        print(daemon.process.stderr.read()[-20000:])  # the daemon's log, which pytest shows if the test failed
-        daemon.socket.close()
 
 
 def test_ready_status_visit_reload_and_clean_stop(store, tmp_path, daemons):
