@@ -26,12 +26,11 @@ from device.conversation.llm import LlmClient
 from device.conversation.speech_out import SpeechOut
 from device.conversation.turn_loop import KEEP_TURNS, Conversation
 from device.models import catalog
-from device.settings import BargeInSettings, Settings, load_settings
+from device.settings import MAX_THREADS, BargeInSettings, Settings, load_settings
 from device.sound.echo_canceller import EchoCanceller, EchoCancellerError
 from device.sound.speakers import Speaker
 
 log = logging.getLogger(__name__)
-MAX_THREADS = 64  # ONNX Runtime threads per model; more only oversubscribes the Orin's 12 cores
 
 
 @dataclass(frozen=True)
@@ -95,11 +94,14 @@ class App:
                                length_scale=settings.tts.length_scale, engines=engines)
         speech = SpeechOut(tts, cache=settings.tts.cache)
         dialogue = self.dialogue(engines, settings)
-        speech.prepare([i.answer for i in dialogue.intents.values() if i.answer])
         bargein, echo = self._echo_canceller(settings.bargein, tts.sample_rate) if hears_speaker else (settings.bargein, None)
-        return Conversation(catalog.load_vad(self.store, engines=engines), catalog.load_asr(self.store, self.threads, engines),
-                            dialogue, speech, make_speaker(tts.sample_rate), settings.endpoint, heartbeat, observer,
-                            keep_turns, self._end_of_turn(settings.endpoint, engines), bargein, echo)
+        conversation = Conversation(
+            catalog.load_vad(self.store, engines=engines), catalog.load_asr(self.store, self.threads, engines),
+            dialogue, speech, make_speaker(tts.sample_rate), settings.endpoint, heartbeat, observer,
+            keep_turns, self._end_of_turn(settings.endpoint, engines), bargein, echo)
+        # Last: once the cache's thread synthesizes, a start-up that fails would abort the interpreter's exit.
+        speech.prepare([i.answer for i in dialogue.intents.values() if i.answer])
+        return conversation
 
     @staticmethod
     def _echo_canceller(bargein: BargeInSettings, speaker_rate: int) -> tuple[BargeInSettings, EchoCanceller | None]:

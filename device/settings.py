@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,13 +33,16 @@ class ModelSettings:
     store: str  # model store directory; "" means the default location
 
 
+MAX_THREADS = 64  # ONNX Runtime threads per model; more only oversubscribes the Orin's 12 cores
+
+
 @dataclass(frozen=True)
 class CpuSettings:
     threads: int  # ONNX Runtime intra-op threads per model
 
     def __post_init__(self) -> None:
-        if self.threads < 1:
-            raise ValueError(f"threads must be 1 or more, got {self.threads}")
+        if not 1 <= self.threads <= MAX_THREADS:
+            raise ValueError(f"threads must be between 1 and {MAX_THREADS}, got {self.threads}")
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,19 @@ class DialogueSettings:
                              f"got {self.confident_threshold}; equal to threshold turns asking back off")
 
 
+def _check_url(url: str) -> None:
+    """An LLM address every turn can reach: scheme, host and a port that exists (urlsplit checks its range)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"url must start with http:// or https://, got {url!r}")
+    try:
+        parts.port
+    except ValueError:
+        raise ValueError(f"url {url!r} has no valid port: give one between 1 and 65535") from None
+    if not parts.hostname or parts.port == 0:
+        raise ValueError(f"url {url!r} names no host and port to reach, e.g. http://10.0.0.5:8000/v1")
+
+
 @dataclass(frozen=True)
 class LlmSettings:
     """[llm] in the settings file."""
@@ -139,8 +156,8 @@ class LlmSettings:
     max_words: int
 
     def __post_init__(self) -> None:
-        if self.url and not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"url must start with http:// or https://, got {self.url!r}")
+        if self.url:
+            _check_url(self.url)
         if not 0.1 <= self.first_token_s <= 10:
             raise ValueError(f"first_token_s must be between 0.1 and 10 s, got {self.first_token_s}")
         if not self.first_token_s <= self.reply_s <= 120:

@@ -41,7 +41,11 @@ def test_empty_text_to_speak(tmp_path):
 
 
 @pytest.mark.parametrize("content, fragment", [
-    ("[cpu]\nthreads = 0\n", "threads must be 1 or more"),
+    ("[cpu]\nthreads = 0\n", "threads must be between 1 and 64"),
+    ("[cpu]\nthreads = 100000\n", "threads must be between 1 and 64"),
+    ('[llm]\nurl = "http://127.0.0.1:99999/v1"\n', "has no valid port: give one between 1 and 65535"),
+    ('[llm]\nurl = "http://:8000/v1"\n', "names no host and port"),
+    ('[llm]\nurl = "ftp://127.0.0.1/v1"\n', "url must start with http:// or https://"),
     ("[cpu]\nthread = 2\n", "unknown key 'thread' in [cpu]"),
     ("[cpu]\nthreads = 'two'\n", "threads must be int"),
     ("[gpu]\n", "unknown section [gpu]"),
@@ -121,6 +125,15 @@ def _wrong_manifest(tmp_path):
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, make_args, fragments):
     _fails_cleanly(run_cli(*make_args(tmp_path)), *fragments)
+
+
+def test_a_knowledge_base_too_large_to_be_one_is_refused_unread(tmp_path):
+    kb = tmp_path / "kb.toml"
+    with open(kb, "wb") as file:
+        file.truncate(1 << 30)  # 1 GiB (sparse): read whole, it took 3 GB and stalled the reload for 6 s
+    settings = tmp_path / "s.toml"
+    settings.write_text(f'[dialogue]\nknowledge = "{kb}"\n')
+    _fails_cleanly(run_cli("--config", str(settings), "ask", "hi"), "kb.toml", "1024 MiB, more than the 16 MiB read")
 
 
 def test_a_knowledge_base_that_is_not_utf8_is_named(tmp_path):

@@ -5,8 +5,10 @@ an X server reachable only through its abstract socket."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -16,6 +18,7 @@ import pytest
 
 from device.conversation.speech_out import MAX_WORDS_PER_CHUNK, SpeechOut, split_sentences
 from engines.errors import OrinAvatarError
+from tests.conftest import REPO
 from tests.x_server import x_server
 
 
@@ -225,3 +228,147 @@ stat -c '%u %a' /run/state/replies.wav > {out}/replies.stat
     assert checks["display"]["level"] == "ok" and checks["daemon"]["level"] == "ok", checks
     assert "no X display" not in log
     assert (tmp_path / "replies.stat").read_text().split() == [str(uid), "640"]  # the service user's, UMask=0027
+
+
+# --- the real daemon (tests/test_daemon.py's Daemon) with a fault injected -------------------------
+
+def _daemon(tmp_path, store, parts, config_text="", **options):
+    from tests.test_daemon import Daemon, _visit
+
+    config = tmp_path / "orin-avatar.toml"
+    config.write_text(config_text)
+    return Daemon(tmp_path, store, _visit(tmp_path / "visit.wav", parts), config, **options)
+
+
+def _wait(daemon, done, timeout: float):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not done(status := daemon.status()):
+        daemon.receive(time.monotonic() + 0.5)
+    return daemon.status() if done(daemon.status()) else status
+
+
+def test_a_camera_that_opens_but_gives_no_frames_is_retried_slowly(tmp_path, caplog):
+    """A clip whose frames are cut opens and reads nothing: before, a reopen loop took a whole core and
+    logged thousands of lines a second."""
+    import resource
+
+    from device.vision.camera import Camera
+
+    clip = tmp_path / "cut.avi"
+    writer = cv2.VideoWriter(str(clip), cv2.VideoWriter_fourcc(*"MJPG"), 30, (64, 48))
+    for _ in range(30):
+        writer.write(np.full((48, 64, 3), 128, np.uint8))
+    writer.release()
+    data = clip.read_bytes()
+    start = data.index(b"movi") + 4
+    clip.write_bytes(data[:start] + bytes(len(data) - start))  # the headers kept, the frames' bytes gone
+    assert cv2.VideoCapture(str(clip)).isOpened() and not cv2.VideoCapture(str(clip)).read()[0]
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    camera = Camera(str(clip))
+    time.sleep(4)
+    camera.close()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    assert after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime < 1.0  # of 4 s: no spinning
+    assert len([r for r in caplog.records if r.name == "device.vision.camera"]) <= 2
+    assert not camera.connected and camera.latest() is None
+
+
+def test_a_full_disk_under_the_speaker_loses_replies_not_the_robot(store, tmp_path, daemons):
+    """The replies file on a small tmpfs: once it is full a reply cannot be played, the speaker says so in
+    one line, and later questions are still answered (before, the speaker thread died, `busy` stayed set
+    and every later question was "heard while speaking")."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(disk)]).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        questions = ["04-tickets.wav", "02-opening.wav", "05-wifi.wav", "03-restrooms.wav"]
+        daemon = _daemon(tmp_path, store, [1.0] + [p for q in questions for p in (q, 7.0)], speaker=disk / "replies.wav")
+        daemons.append(daemon)
+        daemon.wait_for("READY=1", 120)
+        status = _wait(daemon, lambda s: sum(s["tally"].values()) >= 4, 60)
+        assert status["tally"] == {"answered": 4}, status["tally"]  # none "heard while speaking"
+        assert "failing: " in status["devices"]["speaker"] and status["conversation"] in ("idle", "listening")
+        code, _, stderr = daemon.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(disk)])
+    assert code == 0 and "Exception in thread" not in stderr, stderr[-3000:]
+    assert stderr.count("the speaker failed") == 1, stderr[-3000:]
+
+
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def test_a_large_knowledge_base_reloads_beside_the_conversation(store, tmp_path, daemons):
+    """3,000 intents take a minute to embed: the watchdog goes on pinging (a reload is work, not a hang),
+    `status` answers, and SIGTERM ends the daemon at once, the old knowledge base kept until then
+    (before, the display thread embedded them: no pings for 74 s, SIGTERM took 52 s)."""
+    from tests.conftest import knowledge_file
+
+    daemon = _daemon(tmp_path, store, [60.0])
+    daemons.append(daemon)
+    daemon.wait_for("READY=1", 120)
+    intents = daemon.status()["knowledge"]["intents"]
+    big = knowledge_file(tmp_path / "big.toml", {f"exhibit_{i}": (f"Tell me about exhibit number {i}", f"Where is room {i}?")
+                                                for i in range(3000)})
+    (tmp_path / "orin-avatar.toml").write_text(f'[dialogue]\nknowledge = "{big}"\n')
+    daemon.signal(signal.SIGHUP)
+    daemon.wait_for("RELOADING=1", 10)
+    started = time.monotonic()
+    daemon.receive(started + 8)
+    pings = [t for t, m in daemon.messages if "WATCHDOG=1" in m and t >= started]
+    assert len(pings) >= 6 and np.diff(pings).max() < 2.0, pings  # WATCHDOG_USEC is 1 s: pinged throughout
+    status = daemon.status()
+    assert status["hung_stages"] == [] and status["knowledge"]["intents"] == intents  # the old one serves meanwhile
+    code, seconds, stderr = daemon.stop()
+    assert code == 0 and seconds < 5, stderr[-2000:]
+    assert "the reload under way is left" in stderr
+
+
+def test_reloads_keep_the_thread_count_flat(store, tmp_path, daemons):
+    """A SIGHUP storm: each reload used to start a speech-cache thread of its own and never stop it."""
+    daemon = _daemon(tmp_path, store, [60.0])
+    daemons.append(daemon)
+    daemon.wait_for("READY=1", 120)
+    daemon.receive(time.monotonic() + 2)
+    before = _threads(daemon.process.pid)
+    for _ in range(12):
+        daemon.signal(signal.SIGHUP)
+        daemon.receive(time.monotonic() + 0.3)
+    _wait(daemon, lambda s: s["knowledge"]["last_reload"].startswith("ok"), 30)
+    daemon.receive(time.monotonic() + 2)
+    assert _threads(daemon.process.pid) <= before
+    code, _, stderr = daemon.stop()
+    assert code == 0, stderr[-2000:]
+
+
+def test_a_second_daemon_on_the_same_state_directory_refuses_to_start(store, tmp_path, daemons):
+    first = _daemon(tmp_path, store, [60.0])
+    daemons.append(first)
+    first.wait_for("READY=1", 120)
+    second = subprocess.run([sys.executable, "-m", "device", "--store", str(store.root), "run", "--mic",
+                             str(tmp_path / "visit.wav"), "--speaker", str(tmp_path / "second.wav")],
+                            cwd=REPO, env=first.env | {"NOTIFY_SOCKET": ""}, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 2
+    assert second.stderr.strip().splitlines() == [
+        f"orin-avatar: error: another orin-avatar daemon (pid {first.process.pid}) runs on {first.home}; "
+        "stop it first (systemctl stop orin-avatar), or give this one its own ORIN_AVATAR_HOME"]
+    assert first.status()["pid"] == first.process.pid  # its status socket is still its own
+    code, _, _ = first.stop()
+    assert code == 0
+
+
+def test_start_up_that_fails_after_loading_ends_with_one_line_not_an_abort(store, tmp_path):
+    """No sound card: the speaker cannot open after the models loaded. Before, the speech cache was already
+    synthesizing and the interpreter aborted on its way out (SIGABRT, a core dump per restart)."""
+    from tests.test_daemon import _visit
+
+    mic = _visit(tmp_path / "visit.wav", [2.0])
+    for _ in range(3):
+        result = subprocess.run([sys.executable, "-m", "device", "--store", str(store.root), "run", "--mic", str(mic)],
+                                cwd=REPO, env=os.environ | {"ORIN_AVATAR_HOME": str(tmp_path / "home")},
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert result.stderr.strip().splitlines()[-1].startswith("orin-avatar: error: "), result.stderr[-2000:]
+        assert "terminate called" not in result.stderr

@@ -45,7 +45,7 @@ UNASKED = ("greeting", GOODBYE)
 # An intent is as near as its two most similar examples on average, not its nearest alone: one
 # example close in words ("Where are the lifts?" to "Is there a lift for strollers and
 # wheelchairs?") no longer outvotes an intent two of whose examples agree. Chosen on the tuning
-# split among 1 (the nearest alone), 2, 3 and 4 (docs/hearing.md); an intent with one example has it alone.
+# split among 1 (the nearest alone), 2, 3 and 4 (docs/lab/hearing.md); an intent with one example has it alone.
 AGREEING_EXAMPLES = 2
 _YES = frozenset("yes yeah yep yup sure right correct exactly indeed please ok okay absolutely".split())
 _NO = frozenset("no nope nah not wrong".split())
@@ -125,22 +125,23 @@ class Dialogue:
         self._embedded = functools.lru_cache(maxsize=8)(self._embed)
         self.load(intents)
 
-    def load(self, intents: tuple[Intent, ...]) -> None:
+    def load(self, intents: tuple[Intent, ...], between: Callable[[], None] = lambda: None) -> None:
         """Embed every example of the knowledge base (and the built-ins) once, then swap the new
-        knowledge in as one unit, so a question asked meanwhile sees the old or the new, whole."""
+        knowledge in as one unit, so a question asked meanwhile sees the old or the new, whole.
+        `between` is called between batches (TextEncoder.embed): an exception it raises keeps the old."""
         clash = sorted({i.name for i in intents} & {i.name for i in BUILTINS})
         if clash:
             raise KnowledgeError(f"intent name(s) {', '.join(clash)} are built in; give the knowledge base's intents other "
                                  "names (the built-ins: " + ", ".join(i.name for i in BUILTINS) + ")")
         by_name = {i.name: i for i in (*BUILTINS, *intents)}
         owners = [i.name for i in by_name.values() for _ in i.examples]
-        examples = self.encoder.embed([e for i in by_name.values() for e in i.examples])
+        examples = self.encoder.embed([e for i in by_name.values() for e in i.examples], between)
         self._knowledge = (by_name, owners, examples)
 
-    def reload(self, path: Path | None) -> int:
+    def reload(self, path: Path | None, between: Callable[[], None] = lambda: None) -> int:
         """Re-read the knowledge base; on any error the current one stays and the error is raised."""
         intents = load_knowledge(path)
-        self.load(intents)
+        self.load(intents, between)
         return len(intents)
 
     @property

@@ -15,6 +15,7 @@ from device.toml_file import tomllib
 
 
 EXAMPLE_FILE = Path(__file__).parent.parent / "knowledge" / "visitor_centre.toml"
+MAX_KNOWLEDGE_BYTES = 16 * 2**20  # 3,000 intents take about 1 MiB; a file far larger is a mistake, read whole it stalls the reload
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _HEADER = re.compile(r"^\s*\[\[\s*intent\s*\]\]")
 
@@ -42,6 +43,10 @@ def load_knowledge(path: Path | None = None) -> tuple[Intent, ...]:
     if not path.is_file():  # a directory, a FIFO (would block the reader), a device: never read
         what = "does not exist" if not path.exists() else "is not a regular file"
         raise KnowledgeError(f"the knowledge base {path} {what}; give a TOML file of [[intent]] tables")
+    size = path.stat().st_size
+    if size > MAX_KNOWLEDGE_BYTES:
+        raise KnowledgeError(f"the knowledge base {path} is {size / 2**20:.0f} MiB, more than the {MAX_KNOWLEDGE_BYTES // 2**20} MiB "
+                             "read; is it the right file? A knowledge base is a TOML file of [[intent]] tables")
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

@@ -8,6 +8,7 @@ answers) are cached whole, so a kiosk answers its common questions without synth
 
 from __future__ import annotations
 
+import queue
 import re
 import threading
 from collections import OrderedDict
@@ -63,7 +64,10 @@ class SpeechOut:
         self.cache_enabled = cache
         self._cache: OrderedDict[str, SpeechChunk] = OrderedDict()
         self._lock = threading.Lock()
-        self._preparing: threading.Thread | None = None
+        self._preparing: threading.Thread | None = None  # the speech-cache thread, once `prepare` is called
+        self._to_prepare: queue.SimpleQueue[list[str] | None] = queue.SimpleQueue()  # its inbox: the newest list wins
+        self._prepared = threading.Event()
+        self._prepared.set()
         self._stop_preparing = threading.Event()
         self._keep: frozenset[str] = frozenset()  # the sentences worth caching: the knowledge base's answers
 
@@ -89,36 +93,56 @@ class SpeechOut:
             yield ReplyChunk(turn, index, "", np.zeros(0, np.float32), self.tts.sample_rate, start, (), True)
 
     def prepare(self, texts: list[str]) -> None:
-        """Make `texts` (the knowledge base's answers) the cached ones and synthesize them on a background
+        """Make `texts` (the knowledge base's answers) the cached ones and synthesize them on the speech-cache
         thread. Other replies (the time, an LLM's words) are not kept: they rarely come back word for
-        word, and keeping them would grow memory for weeks."""
+        word, and keeping them would grow memory for weeks. A later call (a reload) replaces the list the
+        thread works through: one thread however often the knowledge base is reloaded."""
         keep = frozenset(s for text in texts for s in split_sentences(text))
         with self._lock:
             self._keep = keep
             for stale in [key for key in self._cache if key not in keep]:
                 del self._cache[stale]
-
-        def run() -> None:
-            for text in texts:
-                for sentence in split_sentences(text):
-                    if self._stop_preparing.is_set():
-                        return
-                    for _ in self._sound_of(sentence):
-                        pass
-
-        if self.cache_enabled:
-            self._preparing = threading.Thread(target=run, name="speech-cache", daemon=True)
+        if not self.cache_enabled or self._stop_preparing.is_set():
+            return
+        with self._lock:
+            self._to_prepare.put([s for text in texts for s in split_sentences(text)])
+            self._prepared.clear()
+        if self._preparing is None:
+            self._preparing = threading.Thread(target=self._fill_cache, name="speech-cache", daemon=True)
             self._preparing.start()
 
-    def wait_prepared(self, timeout: float | None = None) -> None:
-        if self._preparing is not None:
-            self._preparing.join(timeout)
+    def wait_prepared(self, timeout: float | None = None) -> bool:
+        """Until the newest list given to `prepare` is synthesized (or the cache stopped filling)."""
+        return self._prepared.wait(timeout)
 
     def stop_preparing(self) -> None:
         """Stop filling the cache after the sentence being synthesized (before the process exits: a
         synthesis still running then aborts the interpreter's shutdown)."""
         self._stop_preparing.set()
-        self.wait_prepared(30)
+        self._to_prepare.put(None)
+        if self._preparing is not None:
+            self._preparing.join(30)
+
+    def _fill_cache(self) -> None:
+        """The speech-cache thread: synthesizes the newest list of sentences it was sent, one at a time."""
+        sentences: list[str] = []
+        try:
+            while not self._stop_preparing.is_set():
+                with self._lock:
+                    if not sentences and self._to_prepare.empty():
+                        self._prepared.set()
+                try:
+                    newer = self._to_prepare.get(block=not sentences)
+                    if newer is None:
+                        return
+                    sentences = newer
+                except queue.Empty:
+                    pass
+                if sentences:
+                    for _ in self._sound_of(sentences.pop(0)):
+                        pass
+        finally:
+            self._prepared.set()
 
     def _sound_of(self, sentence: str) -> Iterator[SpeechChunk]:
         """The sentence from the cache, whole; else piece by piece as it is made (and then cached

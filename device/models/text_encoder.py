@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -20,12 +20,18 @@ class TextEncoder:
         self.tokenizer.enable_truncation(TEXT_TOKENS)  # the model's own max_seq_length too
         self.tokenizer.enable_padding()
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Unit-length embeddings, one row per text, in batches the engine's profile allows."""
+    def embed(self, texts: Sequence[str], between: Callable[[], None] = lambda: None) -> np.ndarray:
+        """Unit-length embeddings, one row per text, in batches the engine's profile allows. `between` is
+        called before each batch: a long run (a large knowledge base) reports progress, or is stopped by
+        an exception it raises."""
         if not texts:
             return np.zeros((0, 384), np.float32)
         texts = list(texts)
-        return np.concatenate([self._embed(texts[i:i + TEXT_BATCH]) for i in range(0, len(texts), TEXT_BATCH)])
+        batches = []
+        for i in range(0, len(texts), TEXT_BATCH):
+            between()
+            batches.append(self._embed(texts[i:i + TEXT_BATCH]))
+        return np.concatenate(batches)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         encoded = self.tokenizer.encode_batch(texts)

@@ -2,8 +2,8 @@
 
 The main thread shows the avatar. Start: load settings and models (STATUS lines, EXTEND_TIMEOUT_USEC while it works), open the
 microphone and speaker, start the conversation; READY=1 once a conversation can happen. Then the
-main thread waits for signals: SIGHUP reloads the settings' knowledge base (the old one stays if
-the new one is broken), SIGTERM stops cleanly (STOPPING=1, exit 0 within seconds). WATCHDOG=1 is
+main thread shows the avatar until a signal: SIGHUP reloads the settings' knowledge base on the reload
+thread (the old one stays if the new one is broken), SIGTERM stops cleanly (STOPPING=1, exit 0 within seconds). WATCHDOG=1 is
 sent only while every worker thread has reported in within its deadline.
 """
 
@@ -40,6 +40,8 @@ from device.models import catalog
 from device.service.heartbeats import Heartbeats
 from device.service.memory import limit_arenas, release_free_memory
 from device.service.notifier import Notifier, watchdog_interval
+from device.service.reloader import Reloader
+from device.service.state_lock import StateLock
 from device.service.status_socket import StatusServer
 from device.settings import AudioSettings, load_settings
 from device.sound.beamformer import MicArray, SteeredBeam
@@ -155,7 +157,7 @@ class Daemon:
         self.reload = threading.Event()
         self.started = time.monotonic()
         self.state = "starting"
-        self.last_reload = ""
+        self.reloader: Reloader | None = None
         self.conversation: Conversation | None = None
         self.display = "starting"
         self.avatar_style = "none"  # what the display shows: cartoon, portrait, or why not the portrait
@@ -163,6 +165,7 @@ class Daemon:
         self.perception = None
 
     def run(self) -> int:
+        self.state_lock = StateLock(state_home())  # first: a second daemon says so before it loads anything
         limit_arenas()  # before the conversation's threads start
         signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
         signal.signal(signal.SIGINT, lambda *_: self.stop.set())
@@ -190,10 +193,10 @@ class Daemon:
             hears_speaker=self.options.speaker is None or self.options.echo is not None)
         self.conversation, self.speaker = conversation, speakers[0]
         self.microphone = microphone
-        if self.options.echo is not None:
-            microphone.room = self._echo_room(conversation, microphone.audio[0])
         status, workers = None, []
         try:  # from here on, whatever fails or stops us, the conversation is closed before the process ends
+            if self.options.echo is not None:
+                microphone.room = self._echo_room(conversation, microphone.audio[0])
             status = StatusServer(self.snapshot)
             workers.append(threading.Thread(target=microphone.run, name="microphone", daemon=True,
                                             args=(conversation, self.heartbeats.register("microphone", STAGE_DEADLINE_S),
@@ -205,6 +208,8 @@ class Daemon:
                                                 args=(self.notifier.watchdog, min(interval, DEFAULT_WATCHDOG_S), self.stop)))
             for worker in workers:
                 worker.start()
+            self.reloader = Reloader(self.app.config, conversation, self.notifier, self._summary,
+                                     self.heartbeats.register("reload", STAGE_DEADLINE_S), self.reload, self.stop)
             conversation.warm_up(settings.bargein.startup_phrase)
             self.perception = self._start_perception(settings, conversation)
             self.state = "ready"
@@ -236,8 +241,8 @@ class Daemon:
             return Renderer(settings.width, settings.height, Colours.of(settings))
 
     def _display_loop(self, settings, avatar: Avatar) -> None:
-        """The main thread: the avatar at its frame rate (OpenCV windows belong to the main thread),
-        and reloads. The avatar is changed here only: the other threads send it messages. A display
+        """The main thread: the avatar at its frame rate (OpenCV windows belong to the main thread).
+        The avatar is changed here only: the other threads send it messages. A display
         that fails is dropped; the conversation goes on, and a window display comes back when its X
         server does (a kiosk's X restarted, or started after the daemon)."""
         sink = self._open_display(settings)
@@ -245,12 +250,9 @@ class Daemon:
         started, period = time.monotonic(), 1 / settings.fps
         opened_at, reopened = started, 0  # reopened: windows opened again that were lost within a minute
         look_again_at = started + DISPLAY_LOOK_AGAIN_S
-        beat = self.heartbeats.register("display", STAGE_DEADLINE_S)  # a hung display or reload stops the watchdog
+        beat = self.heartbeats.register("display", STAGE_DEADLINE_S)  # a hung display stops the watchdog
         while not self.stop.wait(period if sink.name != "null" else 0.2):
             beat()
-            if self.reload.is_set():
-                self.reload.clear()
-                self._reload()
             self._deliver(avatar)
             if avatar.state == State.SPEAKING and not self.speaker.busy:
                 avatar.silence()
@@ -337,29 +339,14 @@ class Daemon:
         return (f"ready: {len(runners) - len(on_cpu)} models on GPU, {len(on_cpu)} on CPU"
                 + (f" ({reason})" if reason else ""))
 
-    def _reload(self) -> None:
-        self.notifier.reloading()
-        try:
-            settings = load_settings(self.app.config)
-            knowledge = Path(settings.dialogue.knowledge) if settings.dialogue.knowledge else None
-            count = self.conversation.dialogue.reload(knowledge)
-            self.conversation.speech.prepare([i.answer for i in self.conversation.dialogue.intents.values() if i.answer])
-            self.last_reload = f"ok: {count} intents from {knowledge or 'the embedded example'}"
-            log.info("reloaded the knowledge base: %s", self.last_reload)
-        except OrinAvatarError as exc:
-            self.last_reload = f"failed, kept the previous knowledge base: {exc}"
-            log.error("reload %s", self.last_reload)
-        except Exception as exc:  # a reload must never end the daemon: keep what works, say why
-            self.last_reload = f"failed, kept the previous knowledge base: {type(exc).__name__}: {exc}"
-            log.exception("reload %s", self.last_reload)
-        self.notifier.ready(f"{self._summary()}; reload {self.last_reload.split(':')[0]}")
-
     def _shutdown(self, conversation: Conversation, status: StatusServer | None, workers: list[threading.Thread]) -> None:
         self.state = "stopping"
         self.notifier.stopping()
         self.stop.set()
         for worker in workers:
             worker.join(timeout=2)
+        if self.reloader is not None:
+            self.reloader.join(timeout=10)  # it stops at its next batch: ONNX Runtime must not run as the process exits
         if self.perception is not None:
             self.perception.close()
             self.camera.close()
@@ -386,11 +373,13 @@ class Daemon:
             "conversation": conversation.phase().value,  # idle, listening, thinking, speaking, interrupted
             "status": self.notifier.last_status, "models": models,
             "devices": {"microphone": self.microphone.state,
-                        "speaker": f"file {self.options.speaker}" if self.options.speaker else self.speaker.state,
+                        "speaker": (f"file {self.options.speaker}" if self.options.speaker else self.speaker.state)
+                        + (f" (failing: {self.speaker.fault})" if self.speaker.fault else ""),
                         "camera": self.camera.state if self.camera else "none", "display": self.display},
             "avatar": self.avatar_style,
             "heartbeats_s": self.heartbeats.ages(), "hung_stages": self.heartbeats.stale(),
-            "knowledge": {"intents": len(conversation.dialogue.intents), "last_reload": self.last_reload},
+            "knowledge": {"intents": len(conversation.dialogue.intents),
+                          "last_reload": self.reloader.last if self.reloader is not None else ""},
             "tally": conversation.tally(),
             "bargein": {"enabled": conversation.bargein is not None,
                         "echo_canceller": "webrtc" if conversation.echo is not None else "none",

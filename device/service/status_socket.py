@@ -28,6 +28,7 @@ def socket_path() -> Path:
 
 
 CLIENT_TIMEOUT_S = 1.0
+LISTEN_BACKLOG = 64  # readers waiting to be answered (a console, `status`, `doctor` at once) are queued, not refused
 
 
 class StatusServer:
@@ -41,7 +42,7 @@ class StatusServer:
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._socket.bind(str(self.path))
         os.chmod(self.path, 0o660)
-        self._socket.listen(4)
+        self._socket.listen(LISTEN_BACKLOG)
         self._socket.settimeout(0.5)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="status", daemon=True)

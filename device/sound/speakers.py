@@ -9,6 +9,7 @@ lip-sync is scheduled on. Taps (the echo canceller's far end) get every block ha
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -18,6 +19,8 @@ from typing import Callable
 import numpy as np
 
 from device.messages import ReplyChunk
+
+log = logging.getLogger(__name__)
 
 BLOCK_SECONDS = 0.02  # playback granularity: how soon a stop or a hold takes effect
 FADE_SECONDS = 0.01  # a hold fades out over this long
@@ -50,6 +53,7 @@ class Speaker:
         self._lock = threading.Lock()
         self._played = 0
         self._pending = 0
+        self.fault = ""  # why the last reply could not be played ("" once one plays again)
         self._thread = threading.Thread(target=self._run, name="speaker", daemon=True)
         self._thread.start()
 
@@ -115,22 +119,39 @@ class Speaker:
                 return
             if chunk.index == 0:
                 self._played = 0
-            start = 0
-            while start < len(chunk.audio) and not self._stop.is_set():
-                samples = chunk.audio[start:start + block]
-                self._wait_for_device(len(samples))
-                if self._held.is_set():
-                    self._fade_out(samples, fresh)
-                    self._go.wait()
-                    fresh = True  # the device ran dry while it waited
-                    continue  # the faded block is played again in full on resume
-                self._hand(samples, fresh)
-                fresh = False
-                self._played += len(samples)
-                start += len(samples)
-            if not self._stop.is_set():
-                self._finished_chunk(chunk.last)
+            try:
+                fresh = self._play(chunk, block, fresh)
+                if not self._stop.is_set():
+                    self._finished_chunk(chunk.last)
+                self.fault = ""
+            except Exception as error:  # a device or disk that fails must not end the thread: `busy` would stay set
+                self._failed(error)
             self._done_one()
+
+    def _play(self, chunk: ReplyChunk, block: int, fresh: bool) -> bool:
+        """Hand `chunk` to the device block by block, at its pace; whether the device runs dry after it."""
+        start = 0
+        while start < len(chunk.audio) and not self._stop.is_set():
+            samples = chunk.audio[start:start + block]
+            self._wait_for_device(len(samples))
+            if self._held.is_set():
+                self._fade_out(samples, fresh)
+                self._go.wait()
+                fresh = True  # the device ran dry while it waited
+                continue  # the faded block is played again in full on resume
+            self._hand(samples, fresh)
+            fresh = False
+            self._played += len(samples)
+            start += len(samples)
+        return fresh
+
+    def _failed(self, error: Exception) -> None:
+        """The reply being played is dropped, said in one line (once while the fault lasts); the next one is tried."""
+        why = f"{type(error).__name__}: {error}"
+        if why != self.fault:
+            log.error("the speaker failed, the rest of this reply is dropped: %s", why)
+        self.fault = why
+        self.stop()
 
     def _wait_for_device(self, count: int) -> None:
         """Until the device needs the next `count` samples: a hold that comes meanwhile then holds them

@@ -3,7 +3,8 @@
 Sources: a V4L2 index ("0"), a device or video file path, or a GStreamer pipeline (a CSI camera
 through nvarguscamerasrc on a Jetson) when OpenCV was built with GStreamer. A file is read at its
 own frame rate, like a camera. When reading fails the capture is released and reopened with a
-backoff; the loss is logged once, and the return once.
+backoff that grows until frames flow again for STEADY_S (a camera that opens but gives no frames, or
+stalls, must not become a reopen loop); the loss is logged once, and the return once.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.5, 5.0
+STEADY_S = 2.0  # frames flowing this long make the camera healthy again: the next loss is reopened at once
 
 
 class Camera:
@@ -66,26 +68,35 @@ class Camera:
             if not capture.isOpened():
                 capture.release()
                 self._lost(f"cannot open {self.source}")
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
-                continue
-            is_file = not self.source.isdigit() and "!" not in self.source
-            period = 1 / (capture.get(cv2.CAP_PROP_FPS) or self.fps) if is_file else 0.0
-            due = time.monotonic()
-            while not self._stop.is_set():
-                ok, frame = capture.read()
-                if not ok:
-                    break
-                if not self.connected:
-                    log.warning("camera %s is back", self.source) if self.losses else log.info("camera %s connected", self.source)
-                    self.connected, backoff = True, FIRST_BACKOFF_S
-                with self._lock:
-                    self._frame = (time.monotonic(), frame)
-                if period:
-                    due += period
-                    self._stop.wait(max(0.0, due - time.monotonic()))
-            capture.release()
-            self._lost(f"{self.source} stopped delivering frames")
+            else:
+                flowing_since = self._read_frames(capture, cv2)
+                capture.release()
+                self._lost(f"{self.source} stopped delivering frames")
+                if flowing_since is not None and time.monotonic() - flowing_since >= STEADY_S:
+                    backoff = FIRST_BACKOFF_S
+                    continue
+            self._stop.wait(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    def _read_frames(self, capture, cv2) -> float | None:
+        """Keep the newest frame until reading fails; when the first frame came (None: none did)."""
+        is_file = not self.source.isdigit() and "!" not in self.source
+        period = 1 / (capture.get(cv2.CAP_PROP_FPS) or self.fps) if is_file else 0.0
+        due, first = time.monotonic(), None
+        while not self._stop.is_set():
+            ok, frame = capture.read()
+            if not ok:
+                break
+            first = first or time.monotonic()
+            if not self.connected:
+                log.warning("camera %s is back", self.source) if self.losses else log.info("camera %s connected", self.source)
+                self.connected = True
+            with self._lock:
+                self._frame = (time.monotonic(), frame)
+            if period:
+                due += period
+                self._stop.wait(max(0.0, due - time.monotonic()))
+        return first
 
     def _lost(self, why: str) -> None:
         if self.connected or self.losses == 0:
