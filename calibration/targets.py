@@ -208,7 +208,7 @@ TARGETS: dict[str, Target] = {
     "text": Target("text.onnx", lambda store, d: data.sentences(d), _text_feeds, _text_choices, _text_gate,
                    method="minmax"),
     # Percentile ranges: with entropy ranges even 34 of 68 layers in FP16 missed the held-apart gate
-    # (+4.3 WER points); with percentile ones, 7 pass it (docs/int8.md).
+    # (+4.3 WER points); with percentile ones, 7 pass it (docs/integrator/int8.md).
     "asr-encoder": Target("asr-encoder.onnx", data.speech, _encoder_feeds, _encoder_wer, _encoder_gate,
                           method="percentile"),
     "vad": Target("vad.onnx", data.speech, _vad_feeds, _vad_decisions, _vad_gate, samples=2048),

@@ -26,7 +26,7 @@ class SpeechPaused:
     heard: np.ndarray  # the utterance so far, pre-roll included, up to this pause's cue: what the
     # end-of-turn model reads. Its authors' runtime (pipecat) gives it the silence after the speech too,
     # and the model judges a question said straight through finished far more often with it
-    # (docs/end-of-turn.md).
+    # (docs/lab/end-of-turn.md).
     speech_end: int  # sample just after the last speech frame
     silence: int  # samples of `heard` after the last frame the VAD called speech (Utterance.audio's end)
 

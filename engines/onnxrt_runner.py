@@ -21,7 +21,7 @@ encoder's spinning while the decoder runs. So spinning is off (the session optio
 "session.intra_op.allow_spinning", onnxruntime_session_options_config_keys.h; ONNX Runtime's
 "Thread management" guide). Measured on two cores: recognising the bundled opening-hours question
 339-355 against 418-441 ms; `bench turn`, nine runs each way back to back, turn p50 322-454 against
-371-477 ms (docs/end-of-turn.md).
+371-477 ms (docs/lab/end-of-turn.md).
 """
 
 from __future__ import annotations

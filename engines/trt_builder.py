@@ -5,7 +5,7 @@ workspace and a timeout, so an out-of-memory kill or a crash inside the builder 
 child; the parent reports why and the model stays on the CPU. Calls follow NVIDIA's Python bindings of
 8.6, 10.x and 11.x (NVIDIA/TensorRT python/src at v8.6.1, v10.3.0, v10.16, v11.1; every name used here
 is checked against the real bindings by tests/test_tensorrt_bindings.py): flags by name, every return
-value checked, the calibrator serving the cache only. docs/tensorrt.md explains the choices.
+value checked, the calibrator serving the cache only. docs/integrator/tensorrt.md explains the choices.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def build_engine(request: BuildRequest, report: Report) -> None:
         header = request.calibration_cache.split(b"\n", 1)[0].decode()
         raise EngineBuildError(f"TensorRT {trt.__version__} ignored the calibration cache for {request.model} (header "
                                f"{header!r} is not its own) and asked for calibration data; re-render the table for "
-                               "this TensorRT (see docs/tensorrt.md)")
+                               "this TensorRT (see docs/integrator/tensorrt.md)")
     if serialized is None:
         raise EngineBuildError(
             f"TensorRT could not build {request.model} in {request.precision}: likely causes: 1) out of "

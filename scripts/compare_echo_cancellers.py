@@ -1,6 +1,6 @@
 """Which echo canceller: the candidates of the barge-in issue, offline, through the echo room.
 
-A one-off measurement behind the choice in docs/bargein.md, kept so that it can be run again when a
+A one-off measurement behind the choice in docs/lab/bargein.md, kept so that it can be run again when a
 candidate changes. Needs the test set-up's .venv and the two candidates that are not dependencies:
     .venv/bin/pip install pyaec==1.0.1 pywebrtc-audio==0.2.0
     .venv/bin/python scripts/compare_echo_cancellers.py

@@ -183,7 +183,7 @@ def test_the_echo_tail_setting_is_how_far_aec3s_linear_filter_reaches(reply, tts
 def test_the_echo_room_is_a_sound_card_whose_device_times_keep_the_far_end_on_its_echo(reply, tts):
     """The threads that hand the speaker's blocks and take the microphone's frames are each late in
     their own way under load, so a far end placed by the time it is handed moves against its echo from
-    one reply to the next (docs/bargein.md). Here each reading of the canceller's own clock is up to
+    one reply to the next (docs/lab/bargein.md). Here each reading of the canceller's own clock is up to
     10 ms late: placed by it, AEC3 keeps losing the echo; placed by the room's DAC and ADC times, as the
     daemon's file devices now do, it cancels every reply after the first (which it converges on)."""
     rate = tts.sample_rate
@@ -209,7 +209,7 @@ def test_a_visitor_over_a_reply_is_a_sound_onset_before_the_vad_hears_speech_and
     """Through the hall at +6 dB, the canceller warmed on two replies nobody talks over: in what it
     leaves of those no sound starts after the first 0.3 s (the canceller settling on a reply's start); with a bundled
     question said over the third, a sound starts within 130 ms of the question's onset (measured
-    offline: 80-125 ms p50 from 0 to +12 dB, docs/bargein.md) and before the VAD has heard barge-in's 96 ms of speech."""
+    offline: 80-125 ms p50 from 0 to +12 dB, docs/lab/bargein.md) and before the VAD has heard barge-in's 96 ms of speech."""
     rate = tts.sample_rate
     room = EchoRoom(EchoPath(echo_db=6.0, delay_ms=30.0), 0.075, reply, rate, clock=lambda: 0.0)
     canceller = EchoCanceller(rate, clock=lambda: 0.0)

@@ -15,7 +15,7 @@ SHIPPED = ["asr-encoder", "face", "vad"]
 
 
 def test_tables_ship_for_the_models_whose_int8_passed():
-    # Measured with `orin-avatar calibrate` (docs/int8.md has the figures and the sweeps' curves).
+    # Measured with `orin-avatar calibrate` (docs/integrator/int8.md has the figures and the sweeps' curves).
     assert COMMITTED == SHIPPED and set(COMMITTED) <= set(TARGETS)
 
 

@@ -67,7 +67,7 @@ def test_fallback_runner_on_the_real_engine(platform, store, tmp_path):
         assert runner.snapshot().engine_calls == 1 and all(np.isfinite(v).all() for v in out.values())
 
 
-# The fixes of docs/tensorrt.md on the real library (the simulator's versions: tests/test_tensorrt_fixes.py).
+# The fixes of docs/integrator/tensorrt.md on the real library (the simulator's versions: tests/test_tensorrt_fixes.py).
 
 def test_asr_encoder_engine_loads_in_a_fresh_process(platform, store, tmp_path):
     import subprocess

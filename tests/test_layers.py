@@ -1,6 +1,6 @@
 """Imports point down: every module of the product imports only from its own layer or the ones below.
 
-The order, bottom to top, written once here (docs/architecture.md draws it):
+The order, bottom to top, written once here (docs/developer/architecture.md draws it):
 """
 
 from __future__ import annotations

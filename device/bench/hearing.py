@@ -12,7 +12,7 @@ utterances it starts. Heard by one microphone, or by an array steered at the vis
 
 With `own_span`, each question is recognised from its own span in the mix instead (OWN_SPAN_PAD_S
 either side): what recognition and the dialogue make of the hall when the segmentation is perfect, so
-that what the endpointer's cuts cost is told from what the recogniser loses (docs/hearing.md).
+that what the endpointer's cuts cost is told from what the recogniser loses (docs/lab/hearing.md).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ CONDITIONS: tuple[float | None, ...] = (None, 20.0, 10.0, 5.0, 0.0)  # None: the
 SPEECH_DBFS = -26.0  # the visitor's speech level at the microphone
 FLUSH_S = 3.0  # silence after a clip, so an utterance the babble kept open ends and is scored
 BABBLE_ONLY_S = 60.0
-HALL = 7  # the hall every figure of docs/hearing.md is of: the seed of its room, its talkers' places, their babble
+HALL = 7  # the hall every figure of docs/lab/hearing.md is of: the seed of its room, its talkers' places, their babble
 OWN_SPAN_PAD_S = 0.05  # a question's own span: its first to its last sample, and this much either side
 
 
@@ -48,7 +48,7 @@ def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = COND
     `array`: heard through a microphone array whose beam the camera's face direction steers.
     `own_span`: each question recognised from its own span, not from the endpointer's utterances.
     `hall`: which hall (another room, talkers elsewhere, other babble): one hall's figures move by a
-    question or two of 22 from another's, more than most settings do (docs/hearing.md)."""
+    question or two of 22 from another's, more than most settings do (docs/lab/hearing.md)."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if limit is not None and limit < 1:

@@ -69,7 +69,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                               "endpointer's utterances: what the recogniser and the dialogue do when segmentation is perfect")
     hearing.add_argument("--hall", type=int, default=HALL, metavar="N",
                          help=f"which hall: the seed of its room, its talkers' places and their babble (default {HALL}, the "
-                              "hall of the figures in docs/hearing.md); one hall's figures differ from another's by a "
+                              "hall of the figures in docs/lab/hearing.md); one hall's figures differ from another's by a "
                               "question or two, so a setting is best judged over several")
     hearing.add_argument("--json", action="store_true", help="print JSON, every question included")
     hearing.set_defaults(run=_hearing)

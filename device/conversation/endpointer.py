@@ -34,7 +34,7 @@ Event = SpeechStarted | SpeechPaused | SpeechResumed | Utterance
 # real pause's recognition waits at most for the dip's encoder call. Recognising 1-5 s of speech takes
 # 100-350 ms here, and the words end a known question's pause (`min_hangover_ms`) only once they are
 # in: 32 rather than 64 ms took the bundled visit's endpoint p50 per question 0-32 ms lower, and the
-# tuning pauses were unchanged (docs/end-of-turn.md).
+# tuning pauses were unchanged (docs/lab/end-of-turn.md).
 SPECULATE_AFTER_MS = 32
 FLOOR_WINDOW_MS, FLOOR_PERCENTILE = 5000, 10  # the noise floor: the 10th percentile of the last 5 s
 
@@ -102,7 +102,7 @@ class Endpointer:
         """Louder than the hall by the margin the settings ask (always, when they ask none); by
         `level_hysteresis_db` less once an utterance has started (through an array's beam, where a
         frame must also come from where it points, a visitor's quieter words then stay in their
-        question instead of cutting it in two: docs/hearing.md)."""
+        question instead of cutting it in two: docs/lab/hearing.md)."""
         margin = self.settings.min_level_over_floor_db
         floor = self._floor.update(level)
         going_on = self.settings.level_hysteresis_db if self._speaking else 0.0
@@ -188,7 +188,7 @@ class Endpointer:
     def _in_a_quiet_room(self) -> bool:
         """The loudest tenth of the utterance's frames stands `quiet_over_floor_db` over the noise floor.
         The fixed hangover's last frame is for a hall, where a visitor's quieter syllables fall under
-        the floor's margin and a shorter wait splits their question (docs/end-of-turn.md); a visitor
+        the floor's margin and a shorter wait splits their question (docs/lab/end-of-turn.md); a visitor
         that far over the room has no syllable near the margin."""
         spoken = self._levels[self._speech_start // FRAME - self._first_frame:self._last_speech - self._first_frame]
         return float(np.percentile(spoken, 90)) - self._floor.level >= self.settings.quiet_over_floor_db
@@ -199,7 +199,7 @@ class Endpointer:
     def _finish(self, index: int, truncated: bool) -> Utterance:
         """The utterance's audio runs on to the last frame the VAD called speech, though the floor's
         margin did not count it: in a hall the margin hides a visitor's quieter last syllables, and
-        recognition without them loses words ("wall" for "wallet"; docs/hearing.md). Where it ended
+        recognition without them loses words ("wall" for "wallet"; docs/lab/hearing.md). Where it ended
         (`speech_end`) is still the margin's, so a hall's talk holds no utterance open."""
         end = index + 1 if truncated else self._last_speech
         audio = self._audio_until(index + 1 if truncated else self._last_voiced)

@@ -3,7 +3,7 @@ knows, or neither (the fixed hangover, or the end-of-turn model, decides).
 
 Open words: a visitor who stops after "Where is the" or "Is it possible to" is looking for the next
 word, whatever their voice did. The end-of-turn model judges a pause by its sound
-(docs/end-of-turn.md); the speculative recognition of the same pause gives its words, and when the
+(docs/lab/end-of-turn.md); the speculative recognition of the same pause gives its words, and when the
 last one is an article, a possessive determiner, a conjunction or an infinitive's "to", the pause
 waits `max_hangover_ms` (`[endpoint] wait_after_open_words`). Prepositions, pronouns and quantifiers
 are not in the list: questions end on them ("What is this for?", "Can you repeat that?", "Do you

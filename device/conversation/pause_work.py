@@ -22,7 +22,7 @@ from device.models.end_of_turn import EndOfTurnDetector
 log = logging.getLogger(__name__)
 # An end-of-turn model that takes longer than a pause has before the fixed hangover ends it, this many
 # times in a row, shortens no pause and only slows the speculative recognition it shares the cores with
-# (on the 2-core development PC: turn p50 691 ms with it against 357 without, docs/end-of-turn.md): it
+# (on the 2-core development PC: turn p50 691 ms with it against 357 without, docs/lab/end-of-turn.md): it
 # is not asked again.
 LATE_VERDICTS_TO_STOP = 3
 

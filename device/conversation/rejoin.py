@@ -3,7 +3,7 @@
 The endpointer ends an utterance after its hangover; a visitor who hesitates longer mid-sentence ("Do
 you have a map ... of the building?") is answered before they finish, and what they say next, alone,
 is half a question. No rule on the pause itself tells all such pauses from a finished question (the
-words before many make a sentence: docs/end-of-turn.md). What comes after does: speech that starts
+words before many make a sentence: docs/lab/end-of-turn.md). What comes after does: speech that starts
 within `[endpoint] rejoin_within_ms` of the last utterance's end is heard with it when the words
 together are the same question to the knowledge base as the new words alone, or one it places at
 least as well ("of the building" alone is half a question; "Where are the restrooms?" after "What

@@ -5,7 +5,7 @@ Silero VAD judges 32 ms frames, and barge-in waits for `min_speech_ms` of them; 
 canceller in double talk its third speech frame came 250-550 ms (p50) after a visitor's onset
 (offline, through the echo room, 0 to +12 dB of echo). What the canceller leaves of the robot's
 voice peaked at -58 to -65 dBFS there, while a visitor's first syllable rose 15 dB over the room's
-level within 80-125 ms (p50; docs/bargein.md has the tables). So three 10 ms blocks in a row that
+level within 80-125 ms (p50; docs/lab/bargein.md has the tables). So three 10 ms blocks in a row that
 much louder than the room's level during replies (reply_room.py) hold the reply at once, and the
 VAD must then confirm it is speech (turn_loop.py). With the room's level at the 90th percentile
 rather than a low one, a hall's talk 20 dB under the visitor paused 1-2 of 16 replies (9-13 of 16
@@ -32,7 +32,7 @@ class SoundOnset:
         RUN_BLOCKS blocks `margin_db` over the room was reached in them, even one that ended within them
         (through the canceller in double talk a visitor's first syllable is often only 30-50 ms loud; the
         daemon's echo-room test that failed with this in CI did so on a simulated far end off its echo,
-        since fixed: docs/bargein.md, "The echo room as the sound card").
+        since fixed: docs/lab/bargein.md, "The echo room as the sound card").
         A run that is loud in blocks not `judged` (the canceller settling) is never told, however long
         it goes on: it is taken for echo the canceller let through. Told when it went on past the
         settling, such a run paused a reply 0.32 s into it through the echo room at +6 dB (the daemon's

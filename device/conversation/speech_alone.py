@@ -3,13 +3,13 @@
 An utterance's audio is cut for the endpointer's needs: the pre-roll before its first speech frame,
 and after its last one the frames the VAD still called speech while the hangover ran (in a hall the
 noise floor's margin hides a visitor's quiet last syllables, and those frames hold them:
-docs/hearing.md). In a hall that is also the talk around the question, and it costs recognition
+docs/lab/hearing.md). In a hall that is also the talk around the question, and it costs recognition
 some questions it would get from the speech alone; in others the speech alone loses a syllable the
 longer cut had. Neither cut wins: what does is keeping whichever words the dialogue is surer of.
 Only when the utterance as cut gives words the robot is not sure of (an ask-back, a request to
 rephrase, nothing) is the speech alone recognised too, so a question answered with confidence, as
 every question of a quiet room mostly is, costs no second recognition. Chosen on the tuning split
-in five halls (docs/hearing.md, "The speech alone, when unsure").
+in five halls (docs/lab/hearing.md, "The speech alone, when unsure").
 """
 
 from __future__ import annotations

@@ -253,7 +253,7 @@ class Conversation:
 
     def _speech_over_room(self, frame: np.ndarray, probability: float) -> bool:
         """Speech (the VAD's) that is louder than the room during replies: a hall's talk is speech too,
-        and in talk 10 dB under the visitor, without this it paused up to 10 of 16 replies (docs/bargein.md)."""
+        and in talk 10 dB under the visitor, without this it paused up to 10 of 16 replies (docs/lab/bargein.md)."""
         margin = self.bargein.speech_over_room_db
         return probability >= self.endpointer.settings.vad_threshold and (margin == 0 or self._room.louder(frame, margin))
 
@@ -287,7 +287,7 @@ class Conversation:
     def warm_up(self, phrase: str) -> None:
         """Say `phrase` once at the start, the microphone already running: the echo canceller learns the
         room from it, so the first visitor's reply is not the first it hears (a fresh AEC3 leaves enough
-        echo for that reply to pause itself at loud echo; docs/bargein.md). Not a turn; the microphone
+        echo for that reply to pause itself at loud echo; docs/lab/bargein.md). Not a turn; the microphone
         is cleaned but not listened to until the phrase and its echo are over."""
         if self.echo is None or not phrase:
             return

@@ -5,7 +5,7 @@ setup.py): a well-kept adaptive filter with delay estimation, double-talk handli
 suppressor, which is not something to write by hand. Its binding (webrtc_aec3.cc, loaded with ctypes)
 is ours only to set the length of AEC3's linear filter (`[bargein] echo_tail_ms`): with the default
 52 ms a hall's tail is left to the suppressor, which then silences a visitor talking over a loud reply
-too (docs/bargein.md). The far end is what the speaker is actually
+too (docs/lab/bargein.md). The far end is what the speaker is actually
 handed (`played`, from the speaker's thread or the sound card's callback, at the voice's rate); the
 near end is each microphone frame (`clean`, from the microphone's thread). Both go to the module in
 10 ms blocks on the microphone's clock: a block the speaker is handed is put on the microphone's
@@ -49,7 +49,7 @@ FAR_END_LIMIT = SPEECH_RATE * 10  # far-end samples kept ahead of the microphone
 # AEC3 lets echo through for a moment where the far end is not what it has been following: after a
 # silence (a reply's first 100-150 ms; 24-32 dB over the room's level where a reply's next sentence
 # came 0.43 s late) and after far end it was never given (a block handed too late: 14 ms lost left
-# 32 dB), measured through the echo room (docs/bargein.md). For SETTLE after either, `settling` says
+# 32 dB), measured through the echo room (docs/lab/bargein.md). For SETTLE after either, `settling` says
 # so and nothing pauses a reply. Silence is the far end under QUIET_POWER for longer than a reply's own
 # gaps between sentences (100-330 ms in the bundled answers); a loss counts from LOST_GAP (the 2-6 ms
 # a speaker thread loses now and then left no echo to hear: no self-interruption in 90 replies).

@@ -108,7 +108,7 @@ class EchoRoom:
         # The room's clock, which its device times are on: seconds of microphone samples. Like a sound
         # card's, it tells the echo canceller where each block plays (`play`) and when each frame was
         # taken, so the far end goes where its echo is, not where the speaker's and the microphone's
-        # threads, each late in its own way under load, make it seem (docs/bargein.md).
+        # threads, each late in its own way under load, make it seem (docs/lab/bargein.md).
         self.captured_at = 0.0
         self._resampler = far_end_resampler(speaker_rate)
 

@@ -13,7 +13,7 @@ them; where a playback starts is known one of two ways:
   server that played silence while its client was late, a playback first placed before the
   microphone gave its times). Following through such a shift left the far end 10-40 ms off its
   echo, a different offset on each start and after each stall: on a stalling server AEC3 then took
-  4-41 dB out of most replies instead of 60-73 while it found the new delay (docs/bargein.md).
+  4-41 dB out of most replies instead of 60-73 while it found the new delay (docs/lab/bargein.md).
 - else by when it was handed: at the sample the microphone is taking then (its last frame's position
   plus the time since) plus `latency`, if the card had run dry, else right after the block before it
   (a block up to `slack` late included).

@@ -5,7 +5,7 @@
 // booleans and build AEC3 with its default EchoCanceller3Config, whose linear filter covers 13 blocks
 // of 4 ms (52 ms). A kiosk's speaker sits centimetres from its microphone in a reverberant hall: the
 // echo's tail past 52 ms stays for the residual echo suppressor, which then also silences a visitor
-// talking over the reply (docs/bargein.md, "AEC3's linear filter and the hall's tail"). The library is
+// talking over the reply (docs/lab/bargein.md, "AEC3's linear filter and the hall's tail"). The library is
 // WebRTC's own code, built from the webrtc-audio-processing 2.1 sources (setup.py); only this file is ours.
 // EchoCanceller3 is constructed through AudioProcessingBuilder::SetEchoControlFactory, as in
 // webrtc/api/audio/audio_processing.h and modules/audio_processing/audio_processing_impl.cc
