@@ -11,6 +11,8 @@ demo: setup
 	.venv/bin/orin-avatar demo --out out
 
 test: setup-test
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
 	.venv/bin/python -m pytest -q --durations=15 tests
 
 bench: setup

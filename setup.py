@@ -16,8 +16,11 @@ from setuptools.command.build_ext import build_ext
 # aec-audio-processing 1.0.1 source distribution ships it, with the abseil-cpp it needs: pinned by hash,
 # built as static libraries on every install (meson, ninja; 2.5 minutes on two cores) and linked into the binding
 # device/sound/webrtc_aec3.cc, which sets what no wrapper with wheels lets us set (AEC3's filter length).
-WEBRTC_SOURCE = ("https://files.pythonhosted.org/packages/9e/f1/d4c91eeaed6a2d91b448eb3eb17c150a505973aa7c5495d8772325918e38/"
-                 "aec_audio_processing-1.0.1.tar.gz", "f03a3ce3f45bf15a04a8504d0f692a651180ca2d3171bd9f3de0516e5f2b8360")
+WEBRTC_SOURCE = (
+    "https://files.pythonhosted.org/packages/9e/f1/d4c91eeaed6a2d91b448eb3eb17c150a505973aa7c5495d8772325918e38/"
+    "aec_audio_processing-1.0.1.tar.gz",
+    "f03a3ce3f45bf15a04a8504d0f692a651180ca2d3171bd9f3de0516e5f2b8360",
+)
 WEBRTC_TREE = "aec_audio_processing-1.0.1/webrtc-audio-processing/"
 
 
@@ -33,15 +36,26 @@ def build_webrtc_apm(work: Path) -> tuple[Path, Path]:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             members = [m for m in tar.getmembers() if m.name.startswith(WEBRTC_TREE)]
             for member in members:
-                member.name = member.name[len(WEBRTC_TREE):]
+                member.name = member.name[len(WEBRTC_TREE) :]
             tar.extractall(source, members=[m for m in members if m.name])
         for tool in ("meson", "ninja"):
             if shutil.which(tool) is None:
                 raise RuntimeError(f"building WebRTC's audio processing needs {tool}: pip install meson ninja")
         print("building WebRTC's audio processing (AEC3) as static libraries: a few minutes", flush=True)
         # forcefallback: the abseil-cpp it ships, never an older one the system may have
-        subprocess.run(["meson", "setup", "--buildtype=release", "--default-library=static", "-Db_staticpic=true",
-                        "--wrap-mode=forcefallback", str(build)], cwd=source, check=True)
+        subprocess.run(
+            [
+                "meson",
+                "setup",
+                "--buildtype=release",
+                "--default-library=static",
+                "-Db_staticpic=true",
+                "--wrap-mode=forcefallback",
+                str(build),
+            ],
+            cwd=source,
+            check=True,
+        )
         subprocess.run(["ninja", "-C", str(build)], check=True)
         (work / "built").touch()
     return build, source
@@ -77,10 +91,12 @@ setup(
     # The unit files live in systemd/ (the card's layout) and install as package data of device.units, so
     # `orin-avatar install-service` works from an installed package, not only from a checkout.
     package_dir={"device.units": "systemd"},
-    package_data={"device": ["default.toml", "samples/*.jpg", "samples/visit/*", "knowledge/*.toml"],
-                  "device.units": ["orin-avatar.service", "orin-avatar.sysusers", "orin-avatar.tmpfiles"],
-                  "engines": ["data/*.json"],
-                  "calibration": ["tables/*.json"]},
+    package_data={
+        "device": ["default.toml", "samples/*.jpg", "samples/visit/*", "knowledge/*.toml"],
+        "device.units": ["orin-avatar.service", "orin-avatar.sysusers", "orin-avatar.tmpfiles"],
+        "engines": ["data/*.json"],
+        "calibration": ["tables/*.json"],
+    },
     install_requires=[
         "numpy>=1.24",
         "onnxruntime>=1.18",
@@ -102,7 +118,7 @@ setup(
     extras_require={
         # TensorRT itself comes from JetPack's apt packages (python3-libnvinfer); see README.
         "jetson": ["pycuda>=2022.2"],
-        "test": ["pytest>=7", "scikit-image>=0.21", "pyroomacoustics==0.10.1"],
+        "test": ["pytest>=7", "scikit-image>=0.21", "pyroomacoustics==0.10.1", "ruff==0.17.6"],  # ruff: pinned, its layout changes
         # The reference the text encoder is checked against; pulls torch (CPU), never needed on a robot.
         "reference": ["sentence-transformers>=3.0"],
         "plot": ["matplotlib>=3.5"],  # bench turn --plot

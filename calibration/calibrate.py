@@ -53,8 +53,16 @@ class Result:
         return all(g.passed for g in self.gates.values())
 
 
-def calibrate(name: str, store: ModelStore, out: Path, method: str | None = None, samples: int | None = None,
-              data: Path | None = None, report: Report = print, max_fp16: int | None = None) -> Result:
+def calibrate(
+    name: str,
+    store: ModelStore,
+    out: Path,
+    method: str | None = None,
+    samples: int | None = None,
+    data: Path | None = None,
+    report: Report = print,
+    max_fp16: int | None = None,
+) -> Result:
     target = TARGETS[name]
     method = method or target.method
     dataset = target.dataset(store, data)
@@ -72,22 +80,47 @@ def calibrate(name: str, store: ModelStore, out: Path, method: str | None = None
         tuning_fp32 = reference(store, target, dataset.calibrate)
         tuning = tuning_gate(store, target, table, dataset.calibrate, tuning_fp32, Path(scratch))
         curve.append((0, tuning.value))
-        report(f"{name}: all {len(layers)} weighted layers in INT8: {tuning.metric} = {tuning.value:.4f} on the tuning split "
-               f"({'pass' if tuning.passed else 'fail'}, needs {tuning.threshold})")
+        report(
+            f"{name}: all {len(layers)} weighted layers in INT8: {tuning.metric} = {tuning.value:.4f} "
+            "on the tuning split "
+            f"({'pass' if tuning.passed else 'fail'}, needs {tuning.threshold})"
+        )
         if not tuning.passed and limit > 0:
-            table, tried = sweep(store, target, table, layers, dataset.calibrate, tuning_fp32, feeds, Path(scratch),
-                                 report, limit)
+            table, tried = sweep(
+                store, target, table, layers, dataset.calibrate, tuning_fp32, feeds, Path(scratch), report, limit
+            )
             curve += tried
         gates, emits = held_apart(store, target, model, table, dataset.held, Path(scratch))
-    result = Result(name, table, gates, (len(int8_layers(model, table)), len(layers)), emits, None, tuple(curve),
-                    sensitivity=table.sensitivity)
+    result = Result(
+        name,
+        table,
+        gates,
+        (len(int8_layers(model, table)), len(layers)),
+        emits,
+        None,
+        tuple(curve),
+        sensitivity=table.sensitivity,
+    )
     if not result.passed:
-        return replace(result, table=None, why=(
-            f"INT8 misses its gate even with {len(table.fp16_nodes)} of {len(layers)} weighted layers in FP16 (at most "
-            f"{limit}): no table written, {name} runs in FP16 on TensorRT 8.6/10.x and FP32 on 11.x"))
-    table = replace(table, gates={r: g.as_dict() for r, g in gates.items()} | {
-        "held_apart": len(dataset.held), "samples": len(feeds), "int8_layers": list(result.layers),
-        "curve": [list(point) for point in curve]})
+        return replace(
+            result,
+            table=None,
+            why=(
+                f"INT8 misses its gate even with {len(table.fp16_nodes)} of {len(layers)} weighted layers "
+                "in FP16 (at most "
+                f"{limit}): no table written, {name} runs in FP16 on TensorRT 8.6/10.x and FP32 on 11.x"
+            ),
+        )
+    table = replace(
+        table,
+        gates={r: g.as_dict() for r, g in gates.items()}
+        | {
+            "held_apart": len(dataset.held),
+            "samples": len(feeds),
+            "int8_layers": list(result.layers),
+            "curve": [list(point) for point in curve],
+        },
+    )
     path = out / f"{name}.json"
     write_table(path, table)
     return replace(result, table=table, written=path)
@@ -104,8 +137,11 @@ def collect_ranges(model_path: Path, feeds: list[dict], method: str, report: Rep
     """Symmetric ranges of the tensors around the weighted layers."""
     from onnxruntime.quantization.calibrate import CalibrationDataReader, CalibrationMethod, create_calibrator
 
-    methods = {"entropy": CalibrationMethod.Entropy, "percentile": CalibrationMethod.Percentile,
-               "minmax": CalibrationMethod.MinMax}
+    methods = {
+        "entropy": CalibrationMethod.Entropy,
+        "percentile": CalibrationMethod.Percentile,
+        "minmax": CalibrationMethod.MinMax,
+    }
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
@@ -120,9 +156,12 @@ def collect_ranges(model_path: Path, feeds: list[dict], method: str, report: Rep
 
     with tempfile.TemporaryDirectory(prefix="orin-avatar-ranges-") as scratch:
         calibrator = create_calibrator(
-            str(model_path), list(WEIGHTED_OPS), augmented_model_path=str(Path(scratch) / "augmented.onnx"),
+            str(model_path),
+            list(WEIGHTED_OPS),
+            augmented_model_path=str(Path(scratch) / "augmented.onnx"),
             calibrate_method=methods[method],
-            extra_options={"symmetric": True, "num_bins": 512, "num_quantized_bins": 128, "percentile": 99.99})
+            extra_options={"symmetric": True, "num_bins": 512, "num_quantized_bins": 128, "percentile": 99.99},
+        )
         calibrator.collect_data(Reader())
         ranges = calibrator.compute_data()
     amax = {}
@@ -142,7 +181,9 @@ def reference(store: ModelStore, target: Target, items: list) -> Any:
         return target.reference(store, fp32, items)
 
 
-def tuning_gate(store: ModelStore, target: Target, table: CalibrationTable, items: list, fp32: Any, scratch: Path) -> Gate:
+def tuning_gate(
+    store: ModelStore, target: Target, table: CalibrationTable, items: list, fp32: Any, scratch: Path
+) -> Gate:
     """The target's gate on tuning `items` (FP32's reference of them: `fp32`), INT8 emulated as TensorRT
     8.6/10.x run it: the sweep's yardstick."""
     return gate(store, target, emulated_models(store.path(target.model), table, scratch)["implicit"], items, fp32)
@@ -154,8 +195,9 @@ def gate(store: ModelStore, target: Target, emulation: Path, items: list, fp32: 
         return target.gate(store, fp32, int8, items)
 
 
-def held_apart(store: ModelStore, target: Target, model: onnx.ModelProto, table: CalibrationTable, held: list,
-               scratch: Path) -> tuple[dict[str, Gate], dict[str, str]]:
+def held_apart(
+    store: ModelStore, target: Target, model: onnx.ModelProto, table: CalibrationTable, held: list, scratch: Path
+) -> tuple[dict[str, Gate], dict[str, str]]:
     """The gates that decide, one per renderer on the held-apart split, and what each renderer gives
     TensorRT (`model`: the target's)."""
     emulations = emulated_models(store.path(target.model), table, scratch)
@@ -171,12 +213,22 @@ def fidelity(reference: list[dict], runner: Runner, feeds: list[dict]) -> float:
     for name in reference[0]:
         want = np.concatenate([r[name].ravel() for r in reference]).astype(np.float64)
         got = np.concatenate([o[name].ravel() for o in outputs]).astype(np.float64)
-        errors.append(np.sum((got - want) ** 2) / max(np.sum(want ** 2), 1e-12))
+        errors.append(np.sum((got - want) ** 2) / max(np.sum(want**2), 1e-12))
     return 1.0 - float(max(errors))
 
 
-def sweep(store: ModelStore, target: Target, table: CalibrationTable, layers: list[str], tuning: list, tuning_fp32: Any,
-          feeds: list[dict], scratch: Path, report: Report, limit: int) -> tuple[CalibrationTable, list[tuple[int, float]]]:
+def sweep(
+    store: ModelStore,
+    target: Target,
+    table: CalibrationTable,
+    layers: list[str],
+    tuning: list,
+    tuning_fp32: Any,
+    feeds: list[dict],
+    scratch: Path,
+    report: Report,
+    limit: int,
+) -> tuple[CalibrationTable, list[tuple[int, float]]]:
     """The table with the fewest FP16 layers (most sensitive first) that passes the tuning gate, and
     the (layers in FP16, tuning-gate value) pairs tried on the way. `tuning_fp32`: FP32's reference of
     the tuning split."""
@@ -198,11 +250,13 @@ def sweep(store: ModelStore, target: Target, table: CalibrationTable, layers: li
     def attempt(count: int) -> Gate:
         kept = replace(table, fp16_nodes=tuple(order[:count]))
         tried[count] = tuning_gate(store, target, kept, tuning, tuning_fp32, scratch)
-        report(f"  {count} layer(s) in FP16: {tried[count].metric} = {tried[count].value:.4f} "
-               f"({'pass' if tried[count].passed else 'fail'})")
+        report(
+            f"  {count} layer(s) in FP16: {tried[count].metric} = {tried[count].value:.4f} "
+            f"({'pass' if tried[count].passed else 'fail'})"
+        )
         return tried[count]
 
-    counts = [2 ** k for k in range(limit.bit_length()) if 2 ** k < limit] + [limit]
+    counts = [2**k for k in range(limit.bit_length()) if 2**k < limit] + [limit]
     low, high = 0, None  # low fails; high, once found, passes
     for count in counts:
         if attempt(count).passed:
@@ -223,9 +277,11 @@ def renderings(model: onnx.ModelProto, table: CalibrationTable, qdq: Path) -> di
     pairs = sum(1 for n in onnx.load(str(qdq), load_external_data=False).graph.node if n.op_type == "QuantizeLinear")
     scales = len(table.int8_amax(output_tensors(model, table.fp16_nodes)))
     int8 = len(int8_layers(model, table))
-    return {"implicit": f"calibration cache: {scales} scales; {len(table.fp16_nodes)} layer(s) FP16 under "
-                        "OBEY_PRECISION_CONSTRAINTS",
-            "explicit": f"Q/DQ model: {pairs} Q/DQ pairs at the inputs of {int8} INT8 layers"}
+    return {
+        "implicit": f"calibration cache: {scales} scales; {len(table.fp16_nodes)} layer(s) FP16 under "
+        "OBEY_PRECISION_CONSTRAINTS",
+        "explicit": f"Q/DQ model: {pairs} Q/DQ pairs at the inputs of {int8} INT8 layers",
+    }
 
 
 def check(name: str, store: ModelStore, tables: Path, data: Path | None = None) -> Result:

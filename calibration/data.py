@@ -27,44 +27,96 @@ from device.audio_file import read_audio
 from device.bundled import SAMPLE_PHOTO
 
 QUESTIONS = [
-    "Excuse me, is the museum busy today?", "Could you tell me where the gift shop is?",
-    "Do I need to book the guided tour in advance?", "What is on the top floor?",
-    "Are dogs allowed inside the building?", "Is there somewhere I can charge my phone?",
-    "How long does it take to see everything?", "Can my kids touch the exhibits?",
-    "Is there a student discount?", "Where does the tour start?", "Do you sell postcards?",
-    "Can I bring my pushchair into the galleries?", "Is the garden open in the rain?",
-    "Where do I leave my umbrella?", "Are there any lockers for my backpack?",
-    "How late is the last entry?", "Does the ticket include the special exhibition?",
-    "Is there an audio guide in Spanish?", "Where is the nearest bus stop?",
-    "Can I pay with a card?", "Is there a water fountain nearby?", "What is the oldest thing you have?",
-    "Are there benches where I can sit down?", "Can I come back in later with the same ticket?",
-    "Is the cafe open on Sundays?", "Where can I change a baby's nappy?", "Do you have a lift to the second floor?",
-    "My friend is waiting outside, can she come in for a minute?", "Is flash photography allowed?",
-    "Hello, can you help me please?", "Thanks a lot, that was helpful.", "Sorry, I did not catch that.",
-    "Could you speak a bit slower?", "What else should I see while I am here?",
-    "Is there a family ticket for two adults and three children?", "Do members get in for free?",
-    "When is the next film in the cinema room?", "Where can I find a map of the building?",
-    "Is the exhibition suitable for young children?", "How do I get to the train station from here?",
-    "Are there any vegetarian options in the restaurant?", "I think I have lost my glove somewhere.",
-    "Is there a quiet room?", "Can I leave my bicycle at the entrance?", "Do you have hearing loops?",
-    "Are the toilets on this floor?", "How far is the dinosaur hall?", "What time does the shop close?",
-    "Can I get a receipt for my tickets?", "Is there a discount for seniors?",
-    "Who painted the big picture in the hall?", "Do you run workshops for schools?",
-    "Are there any events tonight?", "Where is the information desk?", "Can I eat my own lunch in the garden?",
-    "Is there a taxi rank outside?", "What language do you speak?", "Can you recommend a good restaurant nearby?",
-    "Is the roof terrace open today?", "How many floors does the building have?",
-    "Is there a first aid room?", "Where can I buy a guidebook?", "Are there guided tours in French?",
-    "Can I reserve a wheelchair for next week?", "Is photography allowed in the temporary exhibition?",
-    "Where is the cloakroom?", "Do you have a children's trail?", "What is the best way to avoid the queues?",
-    "Good morning, is it your first day?", "Are you able to call a member of staff?",
-    "How old is this building?", "Where can I recycle my bottle?", "Can I book a table in the cafe?",
-    "Is the planetarium show included?", "Do you close early on holidays?", "Is there a prayer room?",
-    "Where is the entrance for groups?", "Can I bring a tripod?", "Are there any free exhibitions?",
-    "What is the shortest route to the exit?", "Is there a place to fill my water bottle?",
-    "Can I get a refund if I leave early?", "Do you have large print guides?",
-    "How much is the car park for the whole day?", "Where do the school groups meet?",
-    "Is the shop open to people without a ticket?", "Are you recording what I say?",
-    "Which exhibition do people like the most?", "Is there an outdoor play area?", "See you later!",
+    "Excuse me, is the museum busy today?",
+    "Could you tell me where the gift shop is?",
+    "Do I need to book the guided tour in advance?",
+    "What is on the top floor?",
+    "Are dogs allowed inside the building?",
+    "Is there somewhere I can charge my phone?",
+    "How long does it take to see everything?",
+    "Can my kids touch the exhibits?",
+    "Is there a student discount?",
+    "Where does the tour start?",
+    "Do you sell postcards?",
+    "Can I bring my pushchair into the galleries?",
+    "Is the garden open in the rain?",
+    "Where do I leave my umbrella?",
+    "Are there any lockers for my backpack?",
+    "How late is the last entry?",
+    "Does the ticket include the special exhibition?",
+    "Is there an audio guide in Spanish?",
+    "Where is the nearest bus stop?",
+    "Can I pay with a card?",
+    "Is there a water fountain nearby?",
+    "What is the oldest thing you have?",
+    "Are there benches where I can sit down?",
+    "Can I come back in later with the same ticket?",
+    "Is the cafe open on Sundays?",
+    "Where can I change a baby's nappy?",
+    "Do you have a lift to the second floor?",
+    "My friend is waiting outside, can she come in for a minute?",
+    "Is flash photography allowed?",
+    "Hello, can you help me please?",
+    "Thanks a lot, that was helpful.",
+    "Sorry, I did not catch that.",
+    "Could you speak a bit slower?",
+    "What else should I see while I am here?",
+    "Is there a family ticket for two adults and three children?",
+    "Do members get in for free?",
+    "When is the next film in the cinema room?",
+    "Where can I find a map of the building?",
+    "Is the exhibition suitable for young children?",
+    "How do I get to the train station from here?",
+    "Are there any vegetarian options in the restaurant?",
+    "I think I have lost my glove somewhere.",
+    "Is there a quiet room?",
+    "Can I leave my bicycle at the entrance?",
+    "Do you have hearing loops?",
+    "Are the toilets on this floor?",
+    "How far is the dinosaur hall?",
+    "What time does the shop close?",
+    "Can I get a receipt for my tickets?",
+    "Is there a discount for seniors?",
+    "Who painted the big picture in the hall?",
+    "Do you run workshops for schools?",
+    "Are there any events tonight?",
+    "Where is the information desk?",
+    "Can I eat my own lunch in the garden?",
+    "Is there a taxi rank outside?",
+    "What language do you speak?",
+    "Can you recommend a good restaurant nearby?",
+    "Is the roof terrace open today?",
+    "How many floors does the building have?",
+    "Is there a first aid room?",
+    "Where can I buy a guidebook?",
+    "Are there guided tours in French?",
+    "Can I reserve a wheelchair for next week?",
+    "Is photography allowed in the temporary exhibition?",
+    "Where is the cloakroom?",
+    "Do you have a children's trail?",
+    "What is the best way to avoid the queues?",
+    "Good morning, is it your first day?",
+    "Are you able to call a member of staff?",
+    "How old is this building?",
+    "Where can I recycle my bottle?",
+    "Can I book a table in the cafe?",
+    "Is the planetarium show included?",
+    "Do you close early on holidays?",
+    "Is there a prayer room?",
+    "Where is the entrance for groups?",
+    "Can I bring a tripod?",
+    "Are there any free exhibitions?",
+    "What is the shortest route to the exit?",
+    "Is there a place to fill my water bottle?",
+    "Can I get a refund if I leave early?",
+    "Do you have large print guides?",
+    "How much is the car park for the whole day?",
+    "Where do the school groups meet?",
+    "Is the shop open to people without a ticket?",
+    "Are you recording what I say?",
+    "Which exhibition do people like the most?",
+    "Is there an outdoor play area?",
+    "See you later!",
 ]
 
 
@@ -80,15 +132,39 @@ class Recording:
 
 
 RECORDINGS = (
-    Recording("samples/two_cities.wav", 0.0, 10.43, "It was the best of times, it was the worst of times, it was the "
-              "age of wisdom, it was the age of foolishness, it was the epoch of belief", False),
-    Recording("samples/two_cities.wav", 10.43, 20.59, "it was the epoch of incredulity, it was the season of light, it "
-              "was the season of darkness, it was the spring of hope, it was the winter of despair", True),
-    Recording("samples/two_cities.wav", 20.59, 32.54, "we had everything before us, we had nothing before us, we were "
-              "all going direct to heaven, we were all going direct the other way, in short, the period was so far "
-              "like the present period", False),
-    Recording("samples/two_cities.wav", 32.54, 44.37, "that some of its noisiest authorities insisted on its being "
-              "received, for good or for evil, in the superlative degree of comparison only", True),
+    Recording(
+        "samples/two_cities.wav",
+        0.0,
+        10.43,
+        "It was the best of times, it was the worst of times, it was the "
+        "age of wisdom, it was the age of foolishness, it was the epoch of belief",
+        False,
+    ),
+    Recording(
+        "samples/two_cities.wav",
+        10.43,
+        20.59,
+        "it was the epoch of incredulity, it was the season of light, it "
+        "was the season of darkness, it was the spring of hope, it was the winter of despair",
+        True,
+    ),
+    Recording(
+        "samples/two_cities.wav",
+        20.59,
+        32.54,
+        "we had everything before us, we had nothing before us, we were "
+        "all going direct to heaven, we were all going direct the other way, in short, the period was so far "
+        "like the present period",
+        False,
+    ),
+    Recording(
+        "samples/two_cities.wav",
+        32.54,
+        44.37,
+        "that some of its noisiest authorities insisted on its being "
+        "received, for good or for evil, in the superlative degree of comparison only",
+        True,
+    ),
     Recording("samples/endgame.wav", 0.0, 14.0, "", False),
     Recording("samples/endgame.wav", 14.0, 28.3, "", True),
     Recording("samples/clone-test.wav", 0.0, 4.1, "", False),
@@ -129,7 +205,9 @@ def speech(store: ModelStore, data: Path | None) -> Dataset:
         return split([Speech(read_audio(f), _transcript_of(f)) for f in _files(data, (".wav", ".flac"))])
     dataset = Dataset()
     for recording in RECORDINGS:
-        audio = read_audio(store.path(recording.file))[int(recording.start_s * SPEECH_RATE):int(recording.end_s * SPEECH_RATE)]
+        audio = read_audio(store.path(recording.file))[
+            int(recording.start_s * SPEECH_RATE) : int(recording.end_s * SPEECH_RATE)
+        ]
         (dataset.held if recording.held else dataset.calibrate).append(Speech(audio, recording.text))
     spoken = split(_spoken(store))
     dataset.calibrate += spoken.calibrate
@@ -158,7 +236,7 @@ def with_noise(audio: np.ndarray, snr_db: float, seed: int) -> np.ndarray:
     spectrum[1:] /= np.sqrt(np.arange(1, spectrum.size))
     noise = np.fft.irfft(spectrum, audio.size).astype(np.float32)
     loud = audio[np.abs(audio) > 0.02 * np.abs(audio).max()]
-    gain = np.sqrt(np.mean(loud ** 2) / np.mean(noise ** 2) / 10 ** (snr_db / 10))
+    gain = np.sqrt(np.mean(loud**2) / np.mean(noise**2) / 10 ** (snr_db / 10))
     return (audio + gain * noise).astype(np.float32)
 
 
@@ -186,12 +264,14 @@ def photos(data: Path | None) -> Dataset:
         image = photo[:, ::-1] if i % 2 else photo
         size = int(rng.integers(300, 512))
         top, left = int(rng.integers(0, 512 - size + 1)), int(rng.integers(0, 512 - size + 1))
-        crop = np.clip(image[top:top + size, left:left + size].astype(np.float32) * rng.uniform(0.6, 1.3), 0, 255).astype(np.uint8)
+        crop = np.clip(
+            image[top : top + size, left : left + size].astype(np.float32) * rng.uniform(0.6, 1.3), 0, 255
+        ).astype(np.uint8)
         frame = np.full((720, 1280, 3), int(rng.integers(30, 200)), np.uint8)
         scale = rng.uniform(0.6, 1.3)
         crop = cv2.resize(crop, (int(size * scale), int(size * scale)))
         y, x = int(rng.integers(0, 720 - crop.shape[0] + 1)), int(rng.integers(0, 1280 - crop.shape[1] + 1))
-        frame[y:y + crop.shape[0], x:x + crop.shape[1]] = crop
+        frame[y : y + crop.shape[0], x : x + crop.shape[1]] = crop
         out.append(frame)
         if i % 3 == 0:  # a frame without a face: the photo's lower half, blurred and shifted
             empty = cv2.GaussianBlur(cv2.resize(photo[300:], (1280, 720)), (0, 0), 3 + i % 5)
@@ -204,6 +284,8 @@ def _files(directory: Path, suffixes: tuple[str, ...]) -> list[Path]:
         raise InputError(f"--data {directory} is not a directory")
     files = sorted(p for p in directory.iterdir() if p.suffix.lower() in suffixes)
     if len(files) < 3:
-        raise InputError(f"--data {directory} has {len(files)} file(s) of {', '.join(suffixes)}; "
-                         "calibration needs at least 3 (one in three is held apart to check accuracy)")
+        raise InputError(
+            f"--data {directory} has {len(files)} file(s) of {', '.join(suffixes)}; "
+            "calibration needs at least 3 (one in three is held apart to check accuracy)"
+        )
     return files

@@ -39,8 +39,11 @@ def emulated_models(model_path: Path, table: CalibrationTable, scratch: Path) ->
 def round_to_fp16(model: onnx.ModelProto) -> None:
     """Round every float tensor a non-INT8 layer computes to FP16 and back (Cast pairs after it)."""
     inferred = onnx.shape_inference.infer_shapes(model)
-    floats = {v.name for v in (*inferred.graph.value_info, *inferred.graph.output)
-              if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT}
+    floats = {
+        v.name
+        for v in (*inferred.graph.value_info, *inferred.graph.output)
+        if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    }
     dequantized = {o for n in model.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
     nodes = []
     for node in model.graph.node:
@@ -51,9 +54,15 @@ def round_to_fp16(model: onnx.ModelProto) -> None:
             if name in floats and name not in dequantized:
                 exact = f"{name}__fp32"
                 node.output[index] = exact
-                nodes.append(onnx.helper.make_node("Cast", [exact], [f"{name}__fp16"], to=onnx.TensorProto.FLOAT16,
-                                                   name=f"{name}__to_fp16"))
-                nodes.append(onnx.helper.make_node("Cast", [f"{name}__fp16"], [name], to=onnx.TensorProto.FLOAT,
-                                                   name=f"{name}__from_fp16"))
+                nodes.append(
+                    onnx.helper.make_node(
+                        "Cast", [exact], [f"{name}__fp16"], to=onnx.TensorProto.FLOAT16, name=f"{name}__to_fp16"
+                    )
+                )
+                nodes.append(
+                    onnx.helper.make_node(
+                        "Cast", [f"{name}__fp16"], [name], to=onnx.TensorProto.FLOAT, name=f"{name}__from_fp16"
+                    )
+                )
     del model.graph.node[:]
     model.graph.node.extend(nodes)

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from calibration import TABLES_DIR
 from engines.engine_manager import EngineManager
 from engines.errors import InputError, OrinAvatarError
 from engines.store.model_store import ModelStore, state_home
 
+from calibration import TABLES_DIR
 from device.conversation.dialogue import Dialogue
 from device.conversation.knowledge import load_knowledge
 from device.conversation.llm import LlmClient
@@ -59,14 +59,16 @@ class App:
     def threads(self) -> int:
         return self.threads_override or self.settings.cpu.threads
 
-    def engines(self, build: bool, report: Callable[[str], None] = log.info,
-                settings: Settings | None = None) -> EngineManager | None:
+    def engines(
+        self, build: bool, report: Callable[[str], None] = log.info, settings: Settings | None = None
+    ) -> EngineManager | None:
         """The engine manager, or None (with one log line saying why) when every model runs on the CPU.
         `build`: build missing engines in the background (the daemon), or only use the valid ones
         already cached (demo, benchmarks)."""
         settings = settings or self.settings
-        manager = EngineManager(self.store, state_home() / "engines", settings.engines, self.tables, report=report,
-                                build_missing=build)
+        manager = EngineManager(
+            self.store, state_home() / "engines", settings.engines, self.tables, report=report, build_missing=build
+        )
         if manager.unavailable:
             log.warning("all models run on the CPU (ONNX Runtime): %s", manager.unavailable)
             return None
@@ -78,11 +80,17 @@ class App:
         llm = LlmClient(settings.llm) if settings.llm.enabled else None
         return Dialogue(catalog.load_text(self.store, self.threads, engines), intents, settings.dialogue, llm)
 
-    def conversation(self, make_speaker: Callable[[int], Speaker], build_engines: bool,
-                     heartbeat: Callable[[], None] = lambda: None, report: Callable[[str], None] = log.info,
-                     observer: Callable[[object], None] = lambda message: None,
-                     settings: Settings | None = None, keep_turns: int | None = KEEP_TURNS,
-                     hears_speaker: bool = False) -> Conversation:
+    def conversation(
+        self,
+        make_speaker: Callable[[int], Speaker],
+        build_engines: bool,
+        heartbeat: Callable[[], None] = lambda: None,
+        report: Callable[[str], None] = log.info,
+        observer: Callable[[object], None] = lambda message: None,
+        settings: Settings | None = None,
+        keep_turns: int | None = KEEP_TURNS,
+        hears_speaker: bool = False,
+    ) -> Conversation:
         """A ready conversation; `make_speaker` gets the voice's sample rate. Models start on the CPU
         and move to their TensorRT engines as these are found (or built, with `build_engines`); the
         knowledge base's answers start synthesizing into the cache in the background. `hears_speaker`:
@@ -90,15 +98,32 @@ class App:
         a recorded visit answered into a file has no echo to cancel."""
         settings = settings or self.settings
         engines = self.engines(build_engines, report, settings)
-        tts = catalog.load_tts(self.store, self.threads, variability=settings.tts.variability,
-                               length_scale=settings.tts.length_scale, engines=engines)
+        tts = catalog.load_tts(
+            self.store,
+            self.threads,
+            variability=settings.tts.variability,
+            length_scale=settings.tts.length_scale,
+            engines=engines,
+        )
         speech = SpeechOut(tts, cache=settings.tts.cache)
         dialogue = self.dialogue(engines, settings)
-        bargein, echo = self._echo_canceller(settings.bargein, tts.sample_rate) if hears_speaker else (settings.bargein, None)
+        bargein, echo = (
+            self._echo_canceller(settings.bargein, tts.sample_rate) if hears_speaker else (settings.bargein, None)
+        )
         conversation = Conversation(
-            catalog.load_vad(self.store, engines=engines), catalog.load_asr(self.store, self.threads, engines),
-            dialogue, speech, make_speaker(tts.sample_rate), settings.endpoint, heartbeat, observer,
-            keep_turns, self._end_of_turn(settings.endpoint, engines), bargein, echo)
+            catalog.load_vad(self.store, engines=engines),
+            catalog.load_asr(self.store, self.threads, engines),
+            dialogue,
+            speech,
+            make_speaker(tts.sample_rate),
+            settings.endpoint,
+            heartbeat,
+            observer,
+            keep_turns,
+            self._end_of_turn(settings.endpoint, engines),
+            bargein,
+            echo,
+        )
         # Last: once the cache's thread synthesizes, a start-up that fails would abort the interpreter's exit.
         speech.prepare([i.answer for i in dialogue.intents.values() if i.answer])
         return conversation
@@ -111,7 +136,7 @@ class App:
         try:
             return bargein, EchoCanceller(speaker_rate, bargein.echo_tail_ms)
         except EchoCancellerError as exc:
-            log.warning("no echo cancellation, so no barge-in (only \"stop\" is heard while speaking): %s", exc)
+            log.warning('no echo cancellation, so no barge-in (only "stop" is heard while speaking): %s', exc)
             return dataclasses.replace(bargein, enabled=False), None
 
     def _end_of_turn(self, endpoint, engines):
@@ -121,5 +146,7 @@ class App:
         try:
             return catalog.load_end_of_turn(self.store, self.threads, endpoint.end_of_turn_threshold, engines)
         except OrinAvatarError as exc:
-            log.warning("no end-of-turn model, every pause gets the fixed %d ms hangover: %s", endpoint.hangover_ms, exc)
+            log.warning(
+                "no end-of-turn model, every pause gets the fixed %d ms hangover: %s", endpoint.hangover_ms, exc
+            )
             return None

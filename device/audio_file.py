@@ -15,7 +15,6 @@ from engines.errors import InputError
 from engines.model_specs import SPEECH_RATE
 
 
-
 def read_audio(path: Path, rate: int = SPEECH_RATE) -> np.ndarray:
     """Mono float32 in [-1, 1] at `rate`, whatever the file's rate, channels or sample format."""
     return read_channels(path, rate).mean(axis=0)
@@ -50,9 +49,9 @@ def _wav_frames_declared(path: Path) -> int | None:
         return None
     position, block_align = 12, None
     while position + 8 <= len(head):
-        kind, size = head[position:position + 4], struct.unpack("<I", head[position + 4:position + 8])[0]
+        kind, size = head[position : position + 4], struct.unpack("<I", head[position + 4 : position + 8])[0]
         if kind == b"fmt ":
-            block_align = struct.unpack("<H", head[position + 20:position + 22])[0]
+            block_align = struct.unpack("<H", head[position + 20 : position + 22])[0]
         elif kind == b"data":
             return size // block_align if block_align else None
         position += 8 + size + (size & 1)

@@ -14,8 +14,12 @@ from device.commands import avatar, bench, calibrate, conversation, debug, devic
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="orin-avatar", description="Talking-avatar kiosk runtime for Jetson AGX Orin.")
-    parser.add_argument("--config", type=Path, help="settings TOML (default: /etc/orin-avatar/orin-avatar.toml if present)")
+    parser = argparse.ArgumentParser(
+        prog="orin-avatar", description="Talking-avatar kiosk runtime for Jetson AGX Orin."
+    )
+    parser.add_argument(
+        "--config", type=Path, help="settings TOML (default: /etc/orin-avatar/orin-avatar.toml if present)"
+    )
     parser.add_argument("--store", type=Path, help="model store directory (overrides [models] store)")
     parser.add_argument("--threads", type=int, help="CPU threads per model (overrides [cpu] threads)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -27,8 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         app = App(args.config, args.store, args.threads, args.verbose)
         return args.run(app, args) or 0

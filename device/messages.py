@@ -1,7 +1,8 @@
 """The small typed messages the conversation stages pass to each other.
 
 They are the shared vocabulary of the pipeline's stages (and the avatar's inbox), so this module
-imports nothing of the product above the model specifications. Sample positions are in the stream's own clock: microphone samples at 16 kHz for what the visitor
+imports nothing of the product above the model specifications.
+Sample positions are in the stream's own clock: microphone samples at 16 kHz for what the visitor
 says, speaker samples at the voice's rate for what the robot says. An interruption is a message too.
 """
 
@@ -33,7 +34,7 @@ class SpeechPaused:
     @property
     def audio(self) -> np.ndarray:
         """The utterance as it would end here (a view of `heard`): what recognition reads."""
-        return self.heard[:len(self.heard) - self.silence]
+        return self.heard[: len(self.heard) - self.silence]
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class TurnTimings:
 
     def stages_ms(self) -> dict[str, float | None]:
         """Durations in ms: each stage from the previous mark, and the whole turn."""
+
         def span(a, b):
             return None if a is None or b is None else round((b - a) * 1000, 1)
 

@@ -16,7 +16,6 @@ from engines.onnxrt_runner import OnnxRuntimeRunner, optimized_name
 from engines.runner import Runner
 from engines.store.model_store import ModelStore
 
-
 OPTIMIZED_DIR = "onnxruntime"  # in the model store: this machine's optimized graphs (engines/onnxrt_runner.py)
 
 

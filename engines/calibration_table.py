@@ -106,14 +106,26 @@ def write_table(path: Path, table: CalibrationTable) -> None:
     amax = {name: exact_amax(_checked(name, float(v), str(path))) for name, v in sorted(table.amax.items())}
     if table.method not in ALGORITHMS:
         raise CalibrationTableError(f"{path}: method {table.method!r} is not one of {', '.join(ALGORITHMS)}")
-    data = {"schema": SCHEMA, "model": table.model, "model_sha256": table.model_sha256, "method": table.method,
-            "amax": amax, "fp16_nodes": list(table.fp16_nodes), "sensitivity": table.sensitivity,
-            "tools": table.tools, "gates": table.gates}
+    data = {
+        "schema": SCHEMA,
+        "model": table.model,
+        "model_sha256": table.model_sha256,
+        "method": table.method,
+        "amax": amax,
+        "fp16_nodes": list(table.fp16_nodes),
+        "sensitivity": table.sensitivity,
+        "tools": table.tools,
+        "gates": table.gates,
+    }
     write_atomic(path, (json.dumps(data, indent=1) + "\n").encode())
 
 
-def read_table(path: Path, model_sha256: str | None = None, tensor_names: set[str] | None = None,
-               layer_names: set[str] | None = None) -> CalibrationTable:
+def read_table(
+    path: Path,
+    model_sha256: str | None = None,
+    tensor_names: set[str] | None = None,
+    layer_names: set[str] | None = None,
+) -> CalibrationTable:
     """Read and validate a table; `model_sha256`, `tensor_names` and `layer_names` (the model's
     weighted layers) check it belongs to the model."""
     try:
@@ -126,21 +138,29 @@ def read_table(path: Path, model_sha256: str | None = None, tensor_names: set[st
         old = isinstance(data, dict) and isinstance(data.get("schema"), int) and data["schema"] < SCHEMA
         raise CalibrationTableError(
             f"{path} is an orin-avatar calibration table of schema {data['schema']}, made before INT8 followed "
-            f"TensorRT's placement; run 'orin-avatar calibrate' to make it again" if old else
-            f"{path} is not an orin-avatar calibration table (schema {SCHEMA})")
+            f"TensorRT's placement; run 'orin-avatar calibrate' to make it again"
+            if old
+            else f"{path} is not an orin-avatar calibration table (schema {SCHEMA})"
+        )
     try:
         table = CalibrationTable(
-            model=str(data["model"]), model_sha256=str(data["model_sha256"]), method=str(data["method"]),
+            model=str(data["model"]),
+            model_sha256=str(data["model_sha256"]),
+            method=str(data["method"]),
             amax={str(k): _checked(k, float(v), str(path)) for k, v in data["amax"].items()},
             fp16_nodes=tuple(str(n) for n in data.get("fp16_nodes", ())),
             sensitivity={str(k): float(v) for k, v in data.get("sensitivity", {}).items()},
-            tools=dict(data.get("tools", {})), gates=dict(data.get("gates", {})))
+            tools=dict(data.get("tools", {})),
+            gates=dict(data.get("gates", {})),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise CalibrationTableError(f"{path}: missing or malformed field {exc}") from None
     if model_sha256 is not None and table.model_sha256 != model_sha256:
         raise CalibrationTableError(
             f"{path} was made for another {table.model} (sha256 {table.model_sha256[:12]}..., this one is "
-            f"{model_sha256[:12]}...). Run 'orin-avatar calibrate {table.model.removesuffix('.onnx')}' to make a new one.")
+            f"{model_sha256[:12]}...). "
+            f"Run 'orin-avatar calibrate {table.model.removesuffix('.onnx')}' to make a new one."
+        )
     if tensor_names is not None:
         unknown = sorted(set(table.amax) - tensor_names)
         if unknown:
@@ -148,6 +168,8 @@ def read_table(path: Path, model_sha256: str | None = None, tensor_names: set[st
     if layer_names is not None:
         unknown = sorted(set(table.fp16_nodes) - layer_names)
         if unknown:
-            raise CalibrationTableError(f"{path}: FP16 layer(s) {', '.join(unknown[:5])} are not weighted layers of "
-                                        f"{table.model}; run 'orin-avatar calibrate {table.model.removesuffix('.onnx')}' again")
+            raise CalibrationTableError(
+                f"{path}: FP16 layer(s) {', '.join(unknown[:5])} are not weighted layers of "
+                f"{table.model}; run 'orin-avatar calibrate {table.model.removesuffix('.onnx')}' again"
+            )
     return table

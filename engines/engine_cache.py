@@ -3,7 +3,8 @@
 An engine is valid only for the exact inputs that made it, so the key hashes all of them (the
 ONNX and table bytes, precision, DLA core, profiles, workspace, optimization level, TensorRT, CUDA,
 driver, L4T, GPU); any change is a different key and a new build, and engines under other keys are
-removed as stale (docs/integrator/tensorrt.md). Writes are atomic and made under the model's lock, so two processes building at
+removed as stale (docs/integrator/tensorrt.md).
+Writes are atomic and made under the model's lock, so two processes building at
 once never leave half an engine, and a manifest records a failed rung so it is not retried on
 every start.
 """

@@ -72,8 +72,16 @@ class Outcome:
 
 
 class EngineManager:
-    def __init__(self, store: ModelStore, cache_root: Path, settings: EngineSettings, tables: Path,
-                 platform: Platform | None = None, report: Report = log.info, build_missing: bool = True) -> None:
+    def __init__(
+        self,
+        store: ModelStore,
+        cache_root: Path,
+        settings: EngineSettings,
+        tables: Path,
+        platform: Platform | None = None,
+        report: Report = log.info,
+        build_missing: bool = True,
+    ) -> None:
         """`tables`: the directory of shipped calibration tables; `report` receives build progress of
         the background builds (`serve`); `build_missing`: whether `serve` builds engines that are not
         cached yet (the daemon) or only uses the valid ones there are (demo, benchmarks)."""
@@ -109,14 +117,26 @@ class EngineManager:
     def key(self, spec: ModelSpec, precision: str, dla_core: int | None) -> EngineKey:
         table = self.tables / f"{spec.name}.json"
         return EngineKey(
-            model=spec.model, onnx_sha256=self.store.entries()[spec.model].sha256,
+            model=spec.model,
+            onnx_sha256=self.store.entries()[spec.model].sha256,
             table_sha256=sha256_file(table) if precision == "int8" and table.is_file() else None,
-            precision=precision, dla_core=dla_core, profile={k: [list(s) for s in v] for k, v in spec.profile.items()},
-            workspace_mb=self.settings.workspace_mb, optimization_level=self.settings.optimization_level,
-            platform={k: v for k, v in self.platform.as_dict().items() if k not in ("problem", "dla_cores")})
+            precision=precision,
+            dla_core=dla_core,
+            profile={k: [list(s) for s in v] for k, v in spec.profile.items()},
+            workspace_mb=self.settings.workspace_mb,
+            optimization_level=self.settings.optimization_level,
+            platform={k: v for k, v in self.platform.as_dict().items() if k not in ("problem", "dla_cores")},
+        )
 
-    def ensure(self, model: str, precision: str | None = None, dla_core: int | None = None, force: bool = False,
-               report: Report = log.info, build: bool = True) -> Outcome:
+    def ensure(
+        self,
+        model: str,
+        precision: str | None = None,
+        dla_core: int | None = None,
+        force: bool = False,
+        report: Report = log.info,
+        build: bool = True,
+    ) -> Outcome:
         """A validated engine for `model`, walking down its ladder; built if need be (and `build`)."""
         spec = MODELS[model.removesuffix(".onnx")]
         if self.unavailable:
@@ -155,8 +175,12 @@ class EngineManager:
                 report(f"{spec.name}: cached engine {key.digest} is unusable ({problem}); rebuilding")
                 forget(path)
         if not build:
-            return Outcome(spec.model, None, key.precision, ("no engine built yet (this command does not build; "
-                                                              "'orin-avatar build' or the daemon does)",))
+            return Outcome(
+                spec.model,
+                None,
+                key.precision,
+                ("no engine built yet (this command does not build; 'orin-avatar build' or the daemon does)",),
+            )
         return self._build(spec, key, report)
 
     def _build(self, spec: ModelSpec, key: EngineKey, report: Report) -> Outcome:
@@ -179,8 +203,10 @@ class EngineManager:
             return Outcome(spec.model, None, key.precision, (problem,), record)
         record.status = "valid"
         self.cache.save(key, record)
-        report(f"{spec.name}: {key.precision} engine ready in {record.build_seconds:.0f} s "
-               f"(cosine {record.validation['worst_cosine']:.4f} against ONNX Runtime FP32)")
+        report(
+            f"{spec.name}: {key.precision} engine ready in {record.build_seconds:.0f} s "
+            f"(cosine {record.validation['worst_cosine']:.4f} against ONNX Runtime FP32)"
+        )
         return Outcome(spec.model, self.cache.engine_path(key), key.precision, (), record)
 
     def _request(self, spec: ModelSpec, key: EngineKey) -> BuildRequest:
@@ -202,13 +228,22 @@ class EngineManager:
                 fp16_layers = table.fp16_nodes
         refused = tensorrt_support.refusals(model, self.platform.tensorrt)
         if refused:
-            raise EngineBuildError(f"TensorRT {self.platform.tensorrt} would refuse {spec.model}: "
-                                   + "; ".join(str(r) for r in refused))
+            raise EngineBuildError(
+                f"TensorRT {self.platform.tensorrt} would refuse {spec.model}: " + "; ".join(str(r) for r in refused)
+            )
         return BuildRequest(
-            model=spec.model, onnx_path=str(onnx_path), precision=key.precision, calibration_cache=cache,
-            fp16_layers=tuple(fp16_layers), dla_core=key.dla_core, profile=spec.profile,
-            workspace_mb=self.settings.workspace_mb, optimization_level=self.settings.optimization_level,
-            timing_cache=str(self.cache.timing_cache_path(key.platform)), output=str(self.cache.engine_path(key)))
+            model=spec.model,
+            onnx_path=str(onnx_path),
+            precision=key.precision,
+            calibration_cache=cache,
+            fp16_layers=tuple(fp16_layers),
+            dla_core=key.dla_core,
+            profile=spec.profile,
+            workspace_mb=self.settings.workspace_mb,
+            optimization_level=self.settings.optimization_level,
+            timing_cache=str(self.cache.timing_cache_path(key.platform)),
+            output=str(self.cache.engine_path(key)),
+        )
 
     def _validate(self, spec: ModelSpec, key: EngineKey, path: Path, record: EngineRecord) -> str | None:
         """Deserialize, create a context, run the golden inputs, compare with ONNX Runtime FP32."""
@@ -222,8 +257,13 @@ class EngineManager:
             return str(exc)
         record.validation = result.as_dict() | ({"layers_on_gpu": off_dla} if key.dla_core is not None else {})
         if off_dla:
-            log.warning("%s: %d layer(s) left DLA core %d for the GPU: %s", spec.name, len(off_dla), key.dla_core,
-                        ", ".join(off_dla[:10]))
+            log.warning(
+                "%s: %d layer(s) left DLA core %d for the GPU: %s",
+                spec.name,
+                len(off_dla),
+                key.dla_core,
+                ", ".join(off_dla[:10]),
+            )
         return None if result.passed else f"does not match ONNX Runtime FP32: {result.detail}"
 
     # --- the daemon's side ---------------------------------------------------------------------

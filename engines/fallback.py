@@ -38,8 +38,14 @@ class FallbackRunner(Runner):
     """Its engine, counters and backoff are its own: changed only under its lock, through its methods
     (`attach`, `keep_on_cpu`, and the calls themselves), read through `snapshot`."""
 
-    def __init__(self, name: str, cpu: Runner, deadline_ms: float, reason: str = "no engine yet",
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        name: str,
+        cpu: Runner,
+        deadline_ms: float,
+        reason: str = "no engine yet",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """`clock` (monotonic seconds) times the backoff; tests drive it."""
         super().__init__(name)
         self.clock = clock
@@ -71,8 +77,9 @@ class FallbackRunner(Runner):
     def snapshot(self) -> FallbackStats:
         """A copy of the counters, consistent at one instant."""
         with self._lock:
-            return FallbackStats(self._stats.engine_calls, self._stats.cpu_calls, dict(self._stats.fallbacks),
-                                 self._stats.last_reason)
+            return FallbackStats(
+                self._stats.engine_calls, self._stats.cpu_calls, dict(self._stats.fallbacks), self._stats.last_reason
+            )
 
     def keep_on_cpu(self, reason: str) -> None:
         """No engine will come (a build failed, TensorRT refused it): say why in status."""

@@ -70,7 +70,7 @@ def _text_golden() -> Feeds:
 
 
 def _vad_golden() -> Feeds:
-    return {"input": _audio(0.036, 1)[None, :FRAME + VAD_CONTEXT], "state": np.zeros(VAD_STATE, np.float32)}
+    return {"input": _audio(0.036, 1)[None, : FRAME + VAD_CONTEXT], "state": np.zeros(VAD_STATE, np.float32)}
 
 
 def _end_of_turn_golden() -> Feeds:
@@ -80,8 +80,10 @@ def _end_of_turn_golden() -> Feeds:
 
 def _vocoder_golden() -> Feeds:
     rng = np.random.default_rng(5)  # the voice's latent frames are about unit normal
-    return {"latent": rng.normal(0, 1, (1, LATENT_CHANNELS, VOCODER_OPT_FRAMES)).astype(np.float32),
-            "mask": np.ones((1, 1, VOCODER_OPT_FRAMES), np.float32)}
+    return {
+        "latent": rng.normal(0, 1, (1, LATENT_CHANNELS, VOCODER_OPT_FRAMES)).astype(np.float32),
+        "mask": np.ones((1, 1, VOCODER_OPT_FRAMES), np.float32),
+    }
 
 
 def _encoder_golden() -> Feeds:
@@ -106,27 +108,79 @@ VOCODER_OPT_FRAMES = VOCODER_PIECES[1] + 2 * VOCODER_CONTEXT  # a middle piece: 
 # The portrait avatar's landmark models run once per photo, at start, and their result is cached: an
 # engine build (minutes on an Orin) would cost more than every call it could ever serve.
 _ONCE_PER_PORTRAIT = "runs once per portrait photo, at start, and its landmarks are cached"
-MODELS: dict[str, ModelSpec] = {spec.name: spec for spec in (
-    ModelSpec("vad.onnx", {"input": ((1, FRAME + VAD_CONTEXT),) * 3, "state": (VAD_STATE,) * 3},
-              min_cosine=0.99, deadline_ms=5, golden=_vad_golden),
-    ModelSpec("face.onnx", {"input": ((1, 3, 192, 192),) * 3}, min_cosine=0.99, deadline_ms=30, golden=_face_golden),
-    ModelSpec("text.onnx", {"input_ids": ((1, 1), (1, 16), (TEXT_BATCH, TEXT_TOKENS)),
-                            "attention_mask": ((1, 1), (1, 16), (TEXT_BATCH, TEXT_TOKENS))},
-              min_cosine=0.98, deadline_ms=30, golden=_text_golden, extra_files=("text-tokenizer.json",)),
-    ModelSpec("asr-encoder.onnx", {"input_values": ((1, 4000), (1, 64000), (1, MAX_AUDIO))},
-              min_cosine=0.99, deadline_ms=300, golden=_encoder_golden),
-    ModelSpec("end-of-turn.onnx", {"input_features": ((1, *END_OF_TURN_FEATURES),) * 3},
-              min_cosine=0.99, deadline_ms=150, golden=_end_of_turn_golden),
-    ModelSpec("asr-decoder.onnx", {}, min_cosine=0.99, deadline_ms=50, golden=dict, extra_files=("asr-tokenizer.bin",),
-              cpu_reason="the merged decoder branches on an input (use_cache_branch) and its KV-cache outputs "
-                         "change shape from step to step; TensorRT needs a decoder split into its two branches"),
-    ModelSpec("face-mesh.onnx", {}, min_cosine=0.99, deadline_ms=100, golden=dict, cpu_reason=_ONCE_PER_PORTRAIT),
-    ModelSpec("iris.onnx", {}, min_cosine=0.99, deadline_ms=100, golden=dict, cpu_reason=_ONCE_PER_PORTRAIT),
-    ModelSpec("tts.onnx", {}, min_cosine=0.99, deadline_ms=600, golden=dict, extra_files=("tts.onnx.json",),
-              cpu_reason="Piper's text side: its output length depends on the data (NonZero, a duration-driven "
-                         "length) and it samples noise (RandomNormalLike), so its output cannot be sized ahead or validated"),
-    ModelSpec("tts-vocoder.onnx", {"latent": ((1, LATENT_CHANNELS, 1), (1, LATENT_CHANNELS, VOCODER_OPT_FRAMES),
-                                              (1, LATENT_CHANNELS, VOCODER_FRAMES)),
-                                   "mask": ((1, 1, 1), (1, 1, VOCODER_OPT_FRAMES), (1, 1, VOCODER_FRAMES))},
-              min_cosine=0.99, deadline_ms=300, golden=_vocoder_golden),
-)}
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ModelSpec(
+            "vad.onnx",
+            {"input": ((1, FRAME + VAD_CONTEXT),) * 3, "state": (VAD_STATE,) * 3},
+            min_cosine=0.99,
+            deadline_ms=5,
+            golden=_vad_golden,
+        ),
+        ModelSpec(
+            "face.onnx", {"input": ((1, 3, 192, 192),) * 3}, min_cosine=0.99, deadline_ms=30, golden=_face_golden
+        ),
+        ModelSpec(
+            "text.onnx",
+            {
+                "input_ids": ((1, 1), (1, 16), (TEXT_BATCH, TEXT_TOKENS)),
+                "attention_mask": ((1, 1), (1, 16), (TEXT_BATCH, TEXT_TOKENS)),
+            },
+            min_cosine=0.98,
+            deadline_ms=30,
+            golden=_text_golden,
+            extra_files=("text-tokenizer.json",),
+        ),
+        ModelSpec(
+            "asr-encoder.onnx",
+            {"input_values": ((1, 4000), (1, 64000), (1, MAX_AUDIO))},
+            min_cosine=0.99,
+            deadline_ms=300,
+            golden=_encoder_golden,
+        ),
+        ModelSpec(
+            "end-of-turn.onnx",
+            {"input_features": ((1, *END_OF_TURN_FEATURES),) * 3},
+            min_cosine=0.99,
+            deadline_ms=150,
+            golden=_end_of_turn_golden,
+        ),
+        ModelSpec(
+            "asr-decoder.onnx",
+            {},
+            min_cosine=0.99,
+            deadline_ms=50,
+            golden=dict,
+            extra_files=("asr-tokenizer.bin",),
+            cpu_reason="the merged decoder branches on an input (use_cache_branch) and its KV-cache outputs "
+            "change shape from step to step; TensorRT needs a decoder split into its two branches",
+        ),
+        ModelSpec("face-mesh.onnx", {}, min_cosine=0.99, deadline_ms=100, golden=dict, cpu_reason=_ONCE_PER_PORTRAIT),
+        ModelSpec("iris.onnx", {}, min_cosine=0.99, deadline_ms=100, golden=dict, cpu_reason=_ONCE_PER_PORTRAIT),
+        ModelSpec(
+            "tts.onnx",
+            {},
+            min_cosine=0.99,
+            deadline_ms=600,
+            golden=dict,
+            extra_files=("tts.onnx.json",),
+            cpu_reason="Piper's text side: its output length depends on the data (NonZero, a duration-driven "
+            "length) and it samples noise (RandomNormalLike), so its output cannot be sized ahead or validated",
+        ),
+        ModelSpec(
+            "tts-vocoder.onnx",
+            {
+                "latent": (
+                    (1, LATENT_CHANNELS, 1),
+                    (1, LATENT_CHANNELS, VOCODER_OPT_FRAMES),
+                    (1, LATENT_CHANNELS, VOCODER_FRAMES),
+                ),
+                "mask": ((1, 1, 1), (1, 1, VOCODER_OPT_FRAMES), (1, 1, VOCODER_FRAMES)),
+            },
+            min_cosine=0.99,
+            deadline_ms=300,
+            golden=_vocoder_golden,
+        ),
+    )
+}

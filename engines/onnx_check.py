@@ -22,11 +22,14 @@ MAX_INITIALIZER_BYTES = 1 << 30
 
 def check_onnx(path: Path, root: Path) -> onnx.ModelProto:
     """The model's graph (weights not loaded), or ModelStoreError naming what is wrong."""
-    import onnx  # here, not at the top: onnx (ml_dtypes) takes over a second to import, and most commands never read a graph
+    # here, not at the top: onnx (ml_dtypes) takes over a second to import, and most commands never read a graph
+    import onnx
 
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
-        raise ModelStoreError(f"{path} is {size / 1e9:.1f} GB, more than the {MAX_FILE_BYTES / 1e9:.0f} GB an engine build accepts")
+        raise ModelStoreError(
+            f"{path} is {size / 1e9:.1f} GB, more than the {MAX_FILE_BYTES / 1e9:.0f} GB an engine build accepts"
+        )
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf raises its own DecodeError

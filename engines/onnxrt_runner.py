@@ -40,7 +40,6 @@ import numpy as np
 from engines.errors import RunnerError
 from engines.runner import Feeds, Runner
 
-
 SHRINK_EVERY_S = 30.0
 ALLOW_SPINNING = "session.intra_op.allow_spinning"  # kOrtSessionOptionsConfigAllowIntraOpSpinning
 log = logging.getLogger(__name__)
@@ -66,8 +65,14 @@ def _cpu_tag() -> str:
 class OnnxRuntimeRunner(Runner):
     """Runs an ONNX file with ONNX Runtime's CPU execution provider."""
 
-    def __init__(self, name: str, path: Path, threads: int = 1, clock: Callable[[], float] = time.monotonic,
-                 optimized: Path | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        path: Path,
+        threads: int = 1,
+        clock: Callable[[], float] = time.monotonic,
+        optimized: Path | None = None,
+    ) -> None:
         """`optimized`: where this machine's optimized graph of `path` is kept (made on the first load),
         or None to optimize on every load."""
         super().__init__(name)
@@ -129,8 +134,12 @@ class OnnxRuntimeRunner(Runner):
         try:
             return self._open(ort, self.optimized, self._options(ort, optimize=False))
         except RunnerError as exc:
-            log.warning("%s: the optimized graph %s does not load (%s); optimizing the model again", self.name,
-                        self.optimized, exc.__cause__)
+            log.warning(
+                "%s: the optimized graph %s does not load (%s); optimizing the model again",
+                self.name,
+                self.optimized,
+                exc.__cause__,
+            )
             self.optimized.unlink(missing_ok=True)
             return None
 
@@ -158,8 +167,12 @@ class OnnxRuntimeRunner(Runner):
         return session
 
     def _not_kept(self, partial: Path, reason: Exception) -> None:
-        log.info("%s: its optimized graph is not kept at %s (%s); the model is optimized on every load",
-                 self.name, self.optimized, reason)
+        log.info(
+            "%s: its optimized graph is not kept at %s (%s); the model is optimized on every load",
+            self.name,
+            self.optimized,
+            reason,
+        )
         with contextlib.suppress(OSError):
             partial.unlink(missing_ok=True)
 

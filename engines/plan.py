@@ -55,7 +55,9 @@ def _plan_model(store: ModelStore, tables: Path, version: str, spec: ModelSpec, 
     for precision in tensorrt_support.precisions(version, table_path.is_file()):
         parsed = model
         if precision == "int8" and tensorrt_support.strongly_typed(version):
-            table = read_table(table_path, store.entries()[spec.model].sha256, tensor_names(model), set(weighted_layers(model)))
+            table = read_table(
+                table_path, store.entries()[spec.model].sha256, tensor_names(model), set(weighted_layers(model))
+            )
             qdq = scratch / f"{spec.name}.qdq.onnx"
             make_qdq_model(store.path(spec.model), table, qdq)
             parsed = check_onnx(qdq, scratch)
@@ -63,10 +65,27 @@ def _plan_model(store: ModelStore, tables: Path, version: str, spec: ModelSpec, 
         rungs.append(Rung(precision, "; ".join(str(r) for r in refused)))
     usable = [r for r in rungs if not r.refused]
     dla_problem = tensorrt_support.dla_problem(spec.static, version) if dla else "not asked ([engines] dla_core = -1)"
-    notes = tuple(f"{plugin}: avoided by the parser flag NATIVE_INSTANCENORM" for plugin in tensorrt_support.needs_plugins(model, version))
+    notes = tuple(
+        f"{plugin}: avoided by the parser flag NATIVE_INSTANCENORM"
+        for plugin in tensorrt_support.needs_plugins(model, version)
+    )
     if not usable:
-        return ModelPlan(spec.name, version, tuple(rungs), dla_problem or "yes", "CPU",
-                         "every rung would be refused: " + "; ".join(f"{r.precision}: {r.refused}" for r in rungs), notes)
-    skipped = [f"{r.precision}: {r.refused}" for r in rungs[:rungs.index(usable[0])]]
-    return ModelPlan(spec.name, version, tuple(rungs), dla_problem or "yes", f"TensorRT {usable[0].precision}",
-                     "; ".join(skipped), notes)
+        return ModelPlan(
+            spec.name,
+            version,
+            tuple(rungs),
+            dla_problem or "yes",
+            "CPU",
+            "every rung would be refused: " + "; ".join(f"{r.precision}: {r.refused}" for r in rungs),
+            notes,
+        )
+    skipped = [f"{r.precision}: {r.refused}" for r in rungs[: rungs.index(usable[0])]]
+    return ModelPlan(
+        spec.name,
+        version,
+        tuple(rungs),
+        dla_problem or "yes",
+        f"TensorRT {usable[0].precision}",
+        "; ".join(skipped),
+        notes,
+    )

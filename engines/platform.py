@@ -16,8 +16,10 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 TEGRA_RELEASE = Path("/etc/nv_tegra_release")
-INSTALL_HINT = ("TensorRT comes with JetPack: 'sudo apt install python3-libnvinfer' (and create .venv with "
-                "--system-site-packages); PyCUDA: '.venv/bin/pip install -e .[jetson]'")
+INSTALL_HINT = (
+    "TensorRT comes with JetPack: 'sudo apt install python3-libnvinfer' (and create .venv with "
+    "--system-site-packages); PyCUDA: '.venv/bin/pip install -e .[jetson]'"
+)
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,14 @@ def probe_platform() -> Platform:
         # NVIDIA/TensorRT#3359) and does not give it back, on a device whose CPU and GPU share memory.
         # Builders live only in the build child (engines/trt_builder.py).
         runtime = trt.Runtime(trt.Logger(trt.Logger.ERROR))
-        return Platform(trt.__version__, version, driver, l4t_release(), device.name(), f"{major}.{minor}",
-                        int(runtime.num_DLA_cores))
+        return Platform(
+            trt.__version__,
+            version,
+            driver,
+            l4t_release(),
+            device.name(),
+            f"{major}.{minor}",
+            int(runtime.num_DLA_cores),
+        )
     except Exception as exc:  # CUDA raises its own error types
         return Platform(tensorrt=trt.__version__, l4t=l4t_release(), problem=f"no usable CUDA GPU ({exc})")

@@ -63,13 +63,29 @@ def make_qdq_model(model_path: Path, table: CalibrationTable, dest: Path) -> Non
     from onnxruntime.quantization.quant_utils import save_and_reload_model_with_shape_infer
 
     model = save_and_reload_model_with_shape_infer(onnx.load(str(model_path)))
-    ranges = TensorsData(CalibrationMethod.MinMax, {
-        name: TensorData(lowest=np.array(-amax, np.float32), highest=np.array(amax, np.float32))
-        for name, amax in table.amax.items()})
+    ranges = TensorsData(
+        CalibrationMethod.MinMax,
+        {
+            name: TensorData(lowest=np.array(-amax, np.float32), highest=np.array(amax, np.float32))
+            for name, amax in table.amax.items()
+        },
+    )
     quantizer = QDQQuantizer(
-        model, True, False, QuantType.QInt8, QuantType.QInt8, ranges, None, list(table.fp16_nodes), list(WEIGHTED_OPS),
-        {"ActivationSymmetric": True, "WeightSymmetric": True, "QuantizeBias": False,
-         "OpTypesToExcludeOutputQuantization": list(WEIGHTED_OPS)},
+        model,
+        True,
+        False,
+        QuantType.QInt8,
+        QuantType.QInt8,
+        ranges,
+        None,
+        list(table.fp16_nodes),
+        list(WEIGHTED_OPS),
+        {
+            "ActivationSymmetric": True,
+            "WeightSymmetric": True,
+            "QuantizeBias": False,
+            "OpTypesToExcludeOutputQuantization": list(WEIGHTED_OPS),
+        },
     )
     quantizer.quantize_model()
     quantizer.model.save_model_to_file(str(dest), False)

@@ -71,8 +71,10 @@ class TensorRTRunner(Runner):
             runtime.DLA_core = self.dla_core
         self._engine = runtime.deserialize_cuda_engine(self.engine_path.read_bytes())
         if self._engine is None:
-            raise RunnerError(f"TensorRT could not deserialize {self.engine_path} (corrupt, or built by another "
-                              "TensorRT or GPU); it will be rebuilt")
+            raise RunnerError(
+                f"TensorRT could not deserialize {self.engine_path} (corrupt, or built by another "
+                "TensorRT or GPU); it will be rebuilt"
+            )
         self._execution = self._engine.create_execution_context()
         if self._execution is None:
             raise RunnerError(f"TensorRT could not create an execution context for {self.name} (out of GPU memory?)")
@@ -85,8 +87,12 @@ class TensorRTRunner(Runner):
             dtype = np.dtype(trt.nptype(self._engine.get_tensor_dtype(name)))
             shape = self._max_shape(name, is_input)
             size = max(1, int(np.prod(shape)))
-            self._io[name] = {"input": is_input, "dtype": dtype, "host": self._cuda.pagelocked_empty(size, dtype),
-                              "device": self._cuda.mem_alloc(size * dtype.itemsize)}
+            self._io[name] = {
+                "input": is_input,
+                "dtype": dtype,
+                "host": self._cuda.pagelocked_empty(size, dtype),
+                "device": self._cuda.mem_alloc(size * dtype.itemsize),
+            }
             if not self._execution.set_tensor_address(name, int(self._io[name]["device"])):
                 raise RunnerError(f"{self.name}: TensorRT refused the address of tensor {name}")
 
@@ -99,7 +105,9 @@ class TensorRTRunner(Runner):
         # An output's largest shape follows from the largest inputs.
         for input_name, io in self._io.items():
             if io["input"]:
-                self._execution.set_input_shape(input_name, tuple(self._engine.get_tensor_profile_shape(input_name, 0)[2]))
+                self._execution.set_input_shape(
+                    input_name, tuple(self._engine.get_tensor_profile_shape(input_name, 0)[2])
+                )
         shape = tuple(self._execution.get_tensor_shape(name))
         if -1 in shape:
             raise RunnerError(f"{self.name}: output {name} has a data-dependent shape; run this model on the CPU")
@@ -135,7 +143,7 @@ class TensorRTRunner(Runner):
                 raise RunnerError(f"{self.name}: input {name} of shape {array.shape} exceeds the engine's profile")
             if not self._execution.set_input_shape(name, array.shape):
                 raise RunnerError(f"{self.name}: for input {name}, failed to set shape to {array.shape}")
-            io["host"][:array.size] = array.ravel()
+            io["host"][: array.size] = array.ravel()
             self._cuda.memcpy_htod_async(io["device"], io["host"], self._stream)
         if not self._execution.execute_async_v3(stream_handle=self._stream.handle):
             raise RunnerError(f"{self.name}: TensorRT execution failed")
@@ -145,7 +153,9 @@ class TensorRTRunner(Runner):
                 shapes[name] = tuple(self._execution.get_tensor_shape(name))
                 self._cuda.memcpy_dtoh_async(io["host"], io["device"], self._stream)
         self._stream.synchronize()
-        return {name: self._io[name]["host"][:int(np.prod(shape))].reshape(shape).copy() for name, shape in shapes.items()}
+        return {
+            name: self._io[name]["host"][: int(np.prod(shape))].reshape(shape).copy() for name, shape in shapes.items()
+        }
 
     def _release(self) -> None:
         self._context.push()

@@ -31,8 +31,18 @@ if TYPE_CHECKING:  # imported where a model is read (engines/onnx_check.py says 
 OPERATOR_TABLES = Path(__file__).parent / "data" / "onnx-tensorrt-operators.json"
 # The TensorRT of each JetPack release this product supports (JetPack 6.0, 6.1/6.2, 7.2, 7.2.2+).
 RELEASES = {"8.6": "8.6.2", "10.3": "10.3.0", "10.16": "10.16.1", "11.4": "11.4.1"}
-_TYPE_NAMES = {"FLOAT": "FP32", "FLOAT16": "FP16", "INT8": "INT8", "INT32": "INT32", "INT64": "INT64", "UINT8": "UINT8",
-               "BOOL": "BOOL", "BFLOAT16": "BF16", "INT4": "INT4", "FLOAT8E4M3FN": "FP8"}
+_TYPE_NAMES = {
+    "FLOAT": "FP32",
+    "FLOAT16": "FP16",
+    "INT8": "INT8",
+    "INT32": "INT32",
+    "INT64": "INT64",
+    "UINT8": "UINT8",
+    "BOOL": "BOOL",
+    "BFLOAT16": "BF16",
+    "INT4": "INT4",
+    "FLOAT8E4M3FN": "FP8",
+}
 
 
 def version_tuple(version: str) -> tuple[int, int, int]:
@@ -87,25 +97,39 @@ def refusals(model: onnx.ModelProto, version: str) -> list[Refusal]:
     release = operator_table(version)
     table = _operators(release)
     types = _value_types(model)
-    constants = {t.name for t in model.graph.initializer} | {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+    constants = {t.name for t in model.graph.initializer} | {
+        o for n in model.graph.node if n.op_type == "Constant" for o in n.output
+    }
     found: list[Refusal] = []
     for op in sorted({n.op_type for n in model.graph.node}):
         row = table.get(op)
         if row is None or not row["supported"]:
-            found.append(Refusal(f"operator {op}", f"not supported by TensorRT {version}'s ONNX parser (onnx-tensorrt {release})"))
+            found.append(
+                Refusal(
+                    f"operator {op}", f"not supported by TensorRT {version}'s ONNX parser (onnx-tensorrt {release})"
+                )
+            )
     for node in model.graph.node:
         if node.op_type == "DequantizeLinear":
             kind = types.get(node.input[0])
             allowed = table["DequantizeLinear"]["types"]
             if kind is not None and kind not in allowed:
-                found.append(Refusal(f"DequantizeLinear {node.name or node.output[0]}",
-                                     f"input type {kind}; TensorRT {version} accepts {', '.join(allowed)}"))
+                found.append(
+                    Refusal(
+                        f"DequantizeLinear {node.name or node.output[0]}",
+                        f"input type {kind}; TensorRT {version} accepts {', '.join(allowed)}",
+                    )
+                )
         elif node.op_type == "If" and node.input[0] not in constants:
             ranks = [_branch_ranks(node, branch) for branch in ("then_branch", "else_branch")]
             if None not in ranks and ranks[0] != ranks[1]:
-                found.append(Refusal(f"If {node.name or node.output[0]}",
-                                     f"its branches give outputs of ranks {ranks[0]} and {ranks[1]} and its condition "
-                                     "is computed at run time; TensorRT needs equal ranks"))
+                found.append(
+                    Refusal(
+                        f"If {node.name or node.output[0]}",
+                        f"its branches give outputs of ranks {ranks[0]} and {ranks[1]} and its condition "
+                        "is computed at run time; TensorRT needs equal ranks",
+                    )
+                )
     return found
 
 

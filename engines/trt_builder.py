@@ -70,8 +70,10 @@ def build_in_child(request: BuildRequest, timeout_s: float, report: Report) -> P
                     return Path(request.output)
             if time.monotonic() > deadline:
                 child.kill()
-                raise EngineBuildError(f"building {request.model} took longer than {timeout_s:.0f} s and was stopped; "
-                                       "raise [engines] build_timeout_s or lower the optimization level")
+                raise EngineBuildError(
+                    f"building {request.model} took longer than {timeout_s:.0f} s and was stopped; "
+                    "raise [engines] build_timeout_s or lower the optimization level"
+                )
     finally:
         child.join(timeout=5)
         if child.is_alive():
@@ -81,7 +83,11 @@ def build_in_child(request: BuildRequest, timeout_s: float, report: Report) -> P
 def _death(model: str, exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         name = signal.Signals(-exitcode).name
-        hint = " - usually out of memory: lower [engines] workspace_mb or stop other GPU work" if -exitcode == signal.SIGKILL else ""
+        hint = (
+            " - usually out of memory: lower [engines] workspace_mb or stop other GPU work"
+            if -exitcode == signal.SIGKILL
+            else ""
+        )
         return f"the TensorRT builder for {model} was killed by {name}{hint}"
     return f"the TensorRT builder for {model} exited with status {exitcode} before finishing"
 
@@ -130,14 +136,17 @@ def build_engine(request: BuildRequest, report: Report) -> None:
         # TensorRT skips a cache whose header is not its own version and algorithm, then tries to
         # calibrate: the only word the running library gives on the header is that it asks for data.
         header = request.calibration_cache.split(b"\n", 1)[0].decode()
-        raise EngineBuildError(f"TensorRT {trt.__version__} ignored the calibration cache for {request.model} (header "
-                               f"{header!r} is not its own) and asked for calibration data; re-render the table for "
-                               "this TensorRT (see docs/integrator/tensorrt.md)")
+        raise EngineBuildError(
+            f"TensorRT {trt.__version__} ignored the calibration cache for {request.model} (header "
+            f"{header!r} is not its own) and asked for calibration data; re-render the table for "
+            "this TensorRT (see docs/integrator/tensorrt.md)"
+        )
     if serialized is None:
         raise EngineBuildError(
             f"TensorRT could not build {request.model} in {request.precision}: likely causes: 1) out of "
-            "workspace memory (\"Could not find any implementation\"), 2) a layer unsupported in this precision; "
-            "see the TensorRT log lines above")
+            'workspace memory ("Could not find any implementation"), 2) a layer unsupported in this precision; '
+            "see the TensorRT log lines above"
+        )
     if timing is not None and request.timing_cache:
         with file_lock(Path(request.timing_cache + ".lock")):
             write_atomic(Path(request.timing_cache), bytes(memoryview(config.get_timing_cache().serialize())))
@@ -150,8 +159,10 @@ def register_plugins(trt, logger) -> None:
     parser may put plugins into an engine, and `deserialize_cuda_engine` returns None for an engine
     whose plugins are not registered (NVIDIA's samples and Polygraphy call this first)."""
     if not trt.init_libnvinfer_plugins(logger, ""):
-        raise EngineBuildError("TensorRT's plugin library (libnvinfer_plugin) could not be initialized; "
-                               "reinstall JetPack's TensorRT packages")
+        raise EngineBuildError(
+            "TensorRT's plugin library (libnvinfer_plugin) could not be initialized; "
+            "reinstall JetPack's TensorRT packages"
+        )
 
 
 def _parser_flags(trt, parser) -> None:
@@ -178,7 +189,9 @@ def _profile(trt, builder, config, request: BuildRequest):
         try:  # the bindings raise RuntimeError (PY_ASSERT_RUNTIME_ERROR in pyCore.cpp)
             profile.set_shape(name, tuple(low), tuple(opt), tuple(high))
         except (RuntimeError, ValueError) as exc:
-            raise EngineBuildError(f"{request.model}: shape profile of {name} {low}/{opt}/{high} is inconsistent: {exc}") from None
+            raise EngineBuildError(
+                f"{request.model}: shape profile of {name} {low}/{opt}/{high} is inconsistent: {exc}"
+            ) from None
     if config.add_optimization_profile(profile) < 0:
         raise EngineBuildError(f"{request.model}: TensorRT refused the shape profile {request.profile}")
     return profile
@@ -190,7 +203,9 @@ def _precision(trt, major: int, config, request: BuildRequest, profile):
         # Strongly typed: no precision flags exist; INT8 comes only from Q/DQ nodes in the model,
         # FP16 only from an FP16 model, and a plain model builds in FP32.
         if request.precision == "fp16":
-            raise EngineBuildError("TensorRT 11 is strongly typed: FP16 needs an FP16 ONNX model, which this build does not make")
+            raise EngineBuildError(
+                "TensorRT 11 is strongly typed: FP16 needs an FP16 ONNX model, which this build does not make"
+            )
         return None
     if request.precision == "fp32":
         return None
@@ -224,8 +239,10 @@ def _keep_in_fp16(trt, network, config, request: BuildRequest, report: Report) -
                     layer.set_output_type(output, trt.float16)
             found.add(layer.name)
     if wanted - found:
-        report(f"{request.model}: no TensorRT layer named {', '.join(sorted(wanted - found))}; those stay out of "
-               "INT8 by their missing scales only")
+        report(
+            f"{request.model}: no TensorRT layer named {', '.join(sorted(wanted - found))}; those stay out of "
+            "INT8 by their missing scales only"
+        )
     config.set_flag(trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
 
 

@@ -33,8 +33,10 @@ from device.sound.echo_canceller import Aec3
 from device.sound.echo_room import DEVICE_BUFFER_MS, MIC_GAIN, active_rms, room_response
 
 BLOCK = SPEECH_RATE // 100
-REPLY = ("We are open from nine in the morning until six in the evening, every day except Mondays.",
-         "On Thursdays we stay open until nine at night, and the last admission is one hour before closing.")
+REPLY = (
+    "We are open from nine in the morning until six in the evening, every day except Mondays.",
+    "On Thursdays we stay open until nine at night, and the last admission is one hour before closing.",
+)
 QUESTIONS = ("02-opening.wav", "03-restrooms.wav", "04-tickets.wav", "05-wifi.wav")
 ONSET_FRAMES = 3  # barge-in's min_speech_ms (96) in 32 ms VAD frames
 LINEAR_RUNS = (3, 5, 8, 12)  # frames of speech on SpeexDSP's linear output that would pause a reply too
@@ -48,15 +50,26 @@ def main() -> None:
     spoken = [speak(synthesizers, joe, text) for text in REPLY]
     reply = resample(np.concatenate([s[0] for s in spoken]), spoken[0][2], SPEECH_RATE).astype(np.float32)
     visitors = [read_audio(SAMPLES / "visit" / name) for name in QUESTIONS]
-    cancellers = {"none": lambda near, far: near, "AEC3, 52 ms filter (WebRTC's default; livekit's)": _aec3(52),
-                  "AEC3, 160 ms filter (ours)": _aec3(160), "pywebrtc-audio AEC3": _pywebrtc,
-                  "pyaec linear": _speex(False), "pyaec + suppressor": _speex(True)}
+    cancellers = {
+        "none": lambda near, far: near,
+        "AEC3, 52 ms filter (WebRTC's default; livekit's)": _aec3(52),
+        "AEC3, 160 ms filter (ours)": _aec3(160),
+        "pywebrtc-audio AEC3": _pywebrtc,
+        "pyaec linear": _speex(False),
+        "pyaec + suppressor": _speex(True),
+    }
     both = []  # the second table's rows, from the same outputs
-    print("| echo | canceller | ERLE (median) | self-triggered onsets in 8 replies | onset -> detected p50 / max (ms) | never detected | cost per 10 ms |")
+    print(
+        "| echo | canceller | ERLE (median) | self-triggered onsets in 8 replies "
+        "| onset -> detected p50 / max (ms) | never detected | cost per 10 ms |"
+    )
     print("|---|---|---|---|---|---|---|")
     for level in (0.0, 6.0, 12.0):
-        cases = [_case(reply, visitor, level, 5 + 18 * k, at, seed=k)
-                 for k, visitor in enumerate(visitors) for at in (2.0, 3.5)]
+        cases = [
+            _case(reply, visitor, level, 5 + 18 * k, at, seed=k)
+            for k, visitor in enumerate(visitors)
+            for at in (2.0, 3.5)
+        ]
         speech = {}  # canceller -> the VAD's probabilities on its output, per case
         for name, cancel in cancellers.items():
             erle, cost, speech[name] = [], 0.0, []
@@ -69,8 +82,11 @@ def main() -> None:
                 speech[name].append(vad.probabilities(out))
             false, timing, missed = _detections([_runs(p, ONSET_FRAMES) for p in speech[name]], cases)
             blocks = sum(len(c[0]) for c in cases) / BLOCK
-            print(f"| {level:+.0f} dB | {name} | {np.median(erle):.1f} dB | {false} | {timing} | "
-                  f"{missed} | {cost / blocks * 1000:.2f} ms |", flush=True)
+            print(
+                f"| {level:+.0f} dB | {name} | {np.median(erle):.1f} dB | {false} | {timing} | "
+                f"{missed} | {cost / blocks * 1000:.2f} ms |",
+                flush=True,
+            )
         for frames in LINEAR_RUNS:
             linear = [_runs(p, frames) for p in speech["pyaec linear"]]
             false = _detections(linear, cases)[0]  # the onsets on the echo alone are the linear output's
@@ -78,7 +94,10 @@ def main() -> None:
             _, timing, missed = _detections(hits, cases)
             both.append(f"| {level:+.0f} dB | {frames} | {false} | {timing} | {missed} |")
     print("\nBoth: a pause on AEC3's output (3 frames), or on SpeexDSP's linear output after N frames")
-    print("| echo | N | onsets on the echo alone (8 replies) | visitor onset -> detected p50 / max (ms) | never detected |")
+    print(
+        "| echo | N | onsets on the echo alone (8 replies) "
+        "| visitor onset -> detected p50 / max (ms) | never detected |"
+    )
     print("|---|---|---|---|---|")
     print("\n".join(both))
 
@@ -99,15 +118,15 @@ def _case(reply: np.ndarray, visitor: np.ndarray, level_db: float, delay_ms: flo
     into it; with the sample where the second reply starts and the one where the visitor's speech does."""
     second = len(reply) + SPEECH_RATE
     far = np.zeros(2 * second + SPEECH_RATE, np.float32)
-    far[:len(reply)] = far[second:second + len(reply)] = reply
-    echo = np.convolve(np.clip(far, -0.7, 0.7), room_response(0.5, seed))[:len(far)]
-    gain = active_rms(visitor) * 10 ** (level_db / 20) / active_rms(echo[:len(reply)])
+    far[: len(reply)] = far[second : second + len(reply)] = reply
+    echo = np.convolve(np.clip(far, -0.7, 0.7), room_response(0.5, seed))[: len(far)]
+    gain = active_rms(visitor) * 10 ** (level_db / 20) / active_rms(echo[: len(reply)])
     delay = int((DEVICE_BUFFER_MS + delay_ms) * SPEECH_RATE / 1000)
     near = np.zeros(len(far), np.float32)
-    near[delay:] = echo[:len(far) - delay] * gain
+    near[delay:] = echo[: len(far) - delay] * gain
     start = second + int(at_s * SPEECH_RATE)
-    said = visitor[:len(far) - start]
-    near[start:start + len(said)] += said
+    said = visitor[: len(far) - start]
+    near[start : start + len(said)] += said
     onset = start + int(np.argmax(np.abs(said) > 0.01))
     return (near * MIC_GAIN).astype(np.float32), far, second, onset
 
@@ -125,7 +144,7 @@ def _runs(probabilities: np.ndarray, frames: int) -> list[int]:
 def _blocks(near: np.ndarray, far: np.ndarray, process) -> np.ndarray:
     out = np.zeros_like(near)
     for i in range(0, len(near) - BLOCK + 1, BLOCK):
-        out[i:i + BLOCK] = process(near[i:i + BLOCK], far[i:i + BLOCK])
+        out[i : i + BLOCK] = process(near[i : i + BLOCK], far[i : i + BLOCK])
     return out
 
 
@@ -140,7 +159,9 @@ def _aec3(tail_ms: int):
         def process(n, f):
             aec3.far_end(f)
             return aec3.near_end(n)
+
         return _blocks(near, far, process)
+
     return cancel
 
 
@@ -157,6 +178,7 @@ def _speex(suppress: bool):
 
         aec = Aec(BLOCK, SPEECH_RATE // 4, SPEECH_RATE, suppress)  # a 250 ms tail, the hall's RT60 / 2
         return _blocks(near, far, lambda n, f: np.array(aec.cancel_echo(_pcm(n).tolist(), _pcm(f).tolist())) / 32768)
+
     return cancel
 
 

@@ -1,6 +1,7 @@
 """Regenerate the bundled visitor questions (device/samples/visit/) with the product's own voice.
 
-Run: .venv/bin/python scripts/make_visit.py . A "|" in a question adds a 120 ms pause mid-sentence (about 300 ms of silence with the voice's own),
+Run: .venv/bin/python scripts/make_visit.py . A "|" in a question adds a 120 ms pause mid-sentence
+(about 300 ms of silence with the voice's own),
 shorter than the endpoint hangover, so the question must still come through as one utterance.
 """
 
@@ -11,9 +12,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from engines.store.model_store import ModelStore  # noqa: E402
+
 from device.audio_file import resample, write_wav  # noqa: E402
 from device.models import catalog  # noqa: E402
-from engines.store.model_store import ModelStore  # noqa: E402
 
 QUESTIONS = [
     ("01-hello", "Hello!", "greeting"),
@@ -39,7 +41,13 @@ def main() -> None:
             parts.append(resample(audio, tts.sample_rate, 16000) * 0.5)
         audio = np.concatenate([np.zeros(int(LEAD * 16000), np.float32), *parts])
         write_wav(OUT / f"{name}.wav", audio, 16000)
-        lines += ["[[question]]", f'file = "{name}.wav"', f'text = "{text.replace(" | ", " ")}"', f'intent = "{intent}"', ""]
+        lines += [
+            "[[question]]",
+            f'file = "{name}.wav"',
+            f'text = "{text.replace(" | ", " ")}"',
+            f'intent = "{intent}"',
+            "",
+        ]
     (OUT / "visit.toml").write_text("\n".join(lines))
 
 

@@ -53,9 +53,26 @@ class LlamaServer:
         self.port = free_port()
         self._log = open(log, "wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()), "--host", "127.0.0.1",
-             "--port", str(self.port), "--n_ctx", "4096", "--n_threads", "2", "--seed", "7"],
-            stdout=self._log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(model_path()),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--n_ctx",
+                "4096",
+                "--n_threads",
+                "2",
+                "--seed",
+                "7",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
         self._wait_ready()
 
     @property
@@ -195,7 +212,7 @@ class FaultyLine:
 
     def _alter(self, line: str, fault: str, out) -> str:
         if fault == "malformed":
-            out.write(b"data: {not json\n\ndata: {\"choices\": []}\n\n: a comment line\n\ndata: {\"choices\": [{}]}\n\n")
+            out.write(b'data: {not json\n\ndata: {"choices": []}\n\n: a comment line\n\ndata: {"choices": [{}]}\n\n')
         if fault == "control":
             event = json.loads(line[5:])
             delta = event["choices"][0].get("delta", {})

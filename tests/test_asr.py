@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from device.models.asr import RecognitionStopped, read_vocabulary
-from device.models.asr import words
+from device.models.asr import RecognitionStopped, read_vocabulary, words
 from tests.conftest import run_cli
 
 BECKETT = "Ever tried. Ever failed. No matter. Try again. Fail again. Fail better."

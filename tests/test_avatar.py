@@ -100,13 +100,17 @@ def test_blinks_happen_at_natural_intervals():
 
 
 def test_no_display_falls_back_with_one_line_and_never_aborts(tmp_path):
-    code = ("import logging, sys; logging.basicConfig(level=logging.WARNING)\n"
-            "from device.avatar.display import open_display\n"
-            "sink = open_display('window', 320, 180, 30, path=None)\n"
-            "print(sink.name)\n")
+    code = (
+        "import logging, sys; logging.basicConfig(level=logging.WARNING)\n"
+        "from device.avatar.display import open_display\n"
+        "sink = open_display('window', 320, 180, 30, path=None)\n"
+        "print(sink.name)\n"
+    )
     for display in (None, ":77"):
         env = {k: v for k, v in os.environ.items() if k != "DISPLAY"} | ({"DISPLAY": display} if display else {})
-        result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+        )
         assert result.returncode == 0 and result.stdout.strip() == "null", result.stderr
         assert result.stderr.count("no X display") == 1
 
@@ -139,7 +143,9 @@ def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path, monk
         "    sink.close()\n"
     )
     env = os.environ | {"DISPLAY": xvfb, "QT_QPA_PLATFORM": "xcb"}
-    shower = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    shower = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert shower.stdout.readline().strip() == "window"
         expected = np.load(frame_path)
@@ -153,17 +159,21 @@ def test_window_under_xvfb_shows_exactly_the_rendered_frame(xvfb, tmp_path, monk
                 break
         # What the window process checks before it trusts a window (else it makes it again): whether the
         # screen shows the frame where the window draws it, fitted and centred in the window's image area.
-        checks = [screen_shows(expected, (0, 0, 640, 360)),
-                  screen_shows(expected[:, 80:560], (0, 0, 640, 360)),  # 4:3 in 16:9: bars left and right
-                  screen_shows(expected[:, 80:560], (80, 0, 480, 360)),
-                  screen_shows(expected[:, :480], (0, 0, 640, 360))]  # the wrong part of the frame
+        checks = [
+            screen_shows(expected, (0, 0, 640, 360)),
+            screen_shows(expected[:, 80:560], (0, 0, 640, 360)),  # 4:3 in 16:9: bars left and right
+            screen_shows(expected[:, 80:560], (80, 0, 480, 360)),
+            screen_shows(expected[:, :480], (0, 0, 640, 360)),
+        ]  # the wrong part of the frame
     finally:
         shower.terminate()  # closes the window (its process holds our pipes too)
         _, err = shower.communicate(timeout=30)
-    assert np.array_equal(screen, expected), (f"{np.mean(screen != expected):.1%} of the screen differs after "
-                                              f"{time.monotonic() - started:.1f} s; the window's process "
-                                              f"{'ended with ' + str(shower.returncode) if ended else 'was still showing'} "
-                                              f"and said: {err[-2000:]}")
+    assert np.array_equal(screen, expected), (
+        f"{np.mean(screen != expected):.1%} of the screen differs after "
+        f"{time.monotonic() - started:.1f} s; the window's process "
+        f"{'ended with ' + str(shower.returncode) if ended else 'was still showing'} "
+        f"and said: {err[-2000:]}"
+    )
     assert screen_before is False  # the window's process takes over 0.2 s to its first frame
     assert checks == [True, True, True, False]
     monkeypatch.setenv("DISPLAY", ":77")
@@ -183,8 +193,12 @@ def test_the_offset_estimator_finds_a_known_shift_of_the_sound(tts):
     rate, frames = tts.sample_rate, np.arange(0.1, len(audio) / tts.sample_rate - 0.1, 1 / 30)
     for shift_ms in (60, -40):  # a "mouth" that is the sound's own envelope, late or early
         playing = (frames * rate).astype(int)
-        opens = np.array([np.sqrt(np.mean(audio[max(0, s - rate // 100):s + rate // 100] ** 2))
-                          for s in playing - shift_ms * rate // 1000])
+        opens = np.array(
+            [
+                np.sqrt(np.mean(audio[max(0, s - rate // 100) : s + rate // 100] ** 2))
+                for s in playing - shift_ms * rate // 1000
+            ]
+        )
         lag, correlation = mouth_lag(opens, playing, audio, rate)
         assert abs(lag - shift_ms) <= 5 and correlation > 0.9
 
@@ -212,10 +226,14 @@ def test_states_change_on_conversation_messages():
     assert avatar.state == State.LISTENING and avatar.pose(0.1).glow == 1.0
     avatar.on_message(Utterance(np.zeros(10, np.float32), 0, 10, 20, 0), lambda: clock[0])
     assert avatar.state == State.THINKING and avatar.pose(0.2).brows < 0
-    chunk = ReplyChunk(1, 0, "Hi.", np.zeros(22050, np.float32), 22050, 0, (Viseme(0, "AI"), Viseme(20000, "rest")), False)
+    chunk = ReplyChunk(
+        1, 0, "Hi.", np.zeros(22050, np.float32), 22050, 0, (Viseme(0, "AI"), Viseme(20000, "rest")), False
+    )
     avatar.on_message(chunk, lambda: clock[0])
     assert avatar.state == State.SPEAKING
-    second = ReplyChunk(1, 1, "Bye.", np.zeros(22050, np.float32), 22050, 22050, (Viseme(22050, "O"), Viseme(40000, "rest")), True)
+    second = ReplyChunk(
+        1, 1, "Bye.", np.zeros(22050, np.float32), 22050, 22050, (Viseme(22050, "O"), Viseme(40000, "rest")), True
+    )
     avatar.on_message(second, lambda: clock[0])
     clock[0] = 30000
     opened = [avatar.pose(0.3 + i / 30).mouth for i in range(6)][-1]

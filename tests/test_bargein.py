@@ -7,33 +7,32 @@ import time
 
 import numpy as np
 import pytest
+import soundfile
 
 from engines.model_specs import FRAME, SPEECH_RATE
 
 from device.audio_file import resample
 from device.bench.bargein import ASKED, _speech_onset
 from device.bench.hall import Hall, at_snr, load_questions
+from device.conversation.dialogue import Dialogue
+from device.conversation.knowledge import load_knowledge
 from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
 from device.conversation.speech_out import SpeechOut
 from device.conversation.turn_loop import SOUND_CONFIRM_MS, Conversation
-from device.conversation.visit import MicrophoneClock
-from device.messages import ReplyPaused, ReplyResumed
-from device.conversation.visit import bundled_questions
+from device.conversation.visit import MicrophoneClock, bundled_questions
+from device.messages import ReplyChunk, ReplyPaused, ReplyResumed
 from device.models.voices import VOICES, load_voices, speak
-from device.messages import ReplyChunk
+from device.settings import load_settings
 from device.sound.echo_canceller import SETTLE, Aec3, EchoCanceller
 from device.sound.echo_room import BLOCK, DEVICE_BUFFER_MS, MIC_GAIN, EchoPath, EchoRoom, active_rms, block_power
 from device.sound.speakers import BLOCK_SECONDS, RecordingSpeaker
-import soundfile
-
-from device.conversation.dialogue import Dialogue
-from device.conversation.knowledge import load_knowledge
-from device.settings import load_settings
 from tests.conftest import ENDPOINT
 from tests.test_daemon import Daemon, daemons  # noqa: F401 (a fixture)
 
-ANSWER = "We are open every day from nine in the morning until six in the evening. On Thursdays we stay open until nine."
+ANSWER = (
+    "We are open every day from nine in the morning until six in the evening. On Thursdays we stay open until nine."
+)
 
 
 @pytest.fixture(scope="module")
@@ -89,15 +88,22 @@ def _feeder(conversation: Conversation, piece: int = FRAME, fed: list | None = N
     fed = fed if fed is not None else [0]
 
     def feed(audio: np.ndarray) -> None:
-        for block in clock.pieces(audio[:len(audio) // FRAME * FRAME], piece):
+        for block in clock.pieces(audio[: len(audio) // FRAME * FRAME], piece):
             fed[0] += len(block)
             conversation.feed(block)
 
     return feed
 
 
-def _through(room: EchoRoom, canceller: EchoCanceller | None, visitor: np.ndarray, reply: np.ndarray, rate: int,
-             newest: list | None = None, timed: bool = False):
+def _through(
+    room: EchoRoom,
+    canceller: EchoCanceller | None,
+    visitor: np.ndarray,
+    reply: np.ndarray,
+    rate: int,
+    newest: list | None = None,
+    timed: bool = False,
+):
     """The reply played in 20 ms blocks, a microphone frame taken every 32 ms of it: (heard, cleaned);
     `newest` gets the canceller's newest blocks after each frame (what the turn loop judges sounds on);
     `timed`: the canceller is given the room's device times, as the daemon's file devices give them."""
@@ -106,12 +112,12 @@ def _through(room: EchoRoom, canceller: EchoCanceller | None, visitor: np.ndarra
     for i in range(len(visitor) // FRAME):
         due = min((i + 1) * FRAME * rate // SPEECH_RATE, len(reply))
         while played < due:
-            samples = reply[played:played + block]
+            samples = reply[played : played + block]
             at = room.play(samples)
             if canceller is not None:
                 canceller.played(samples, played == 0, at if timed else None)
             played += len(samples)
-        frame = room.capture(visitor[i * FRAME:(i + 1) * FRAME])
+        frame = room.capture(visitor[i * FRAME : (i + 1) * FRAME])
         heard.append(frame)
         cleaned.append(canceller.clean(frame, room.captured_at if timed else None) if canceller is not None else frame)
         if newest is not None:
@@ -123,8 +129,13 @@ def test_echo_room_delays_and_sets_the_echo_level(reply, tts):
     visitor_rms = 0.05
     path = EchoPath(echo_db=6.0, delay_ms=30.0, rt60_s=0.5)
     room = EchoRoom(path, visitor_rms, reply, tts.sample_rate, clock=lambda: 0.0)
-    heard, _ = _through(room, None, np.zeros(len(reply) * SPEECH_RATE // tts.sample_rate + SPEECH_RATE, np.float32),
-                        reply, tts.sample_rate)
+    heard, _ = _through(
+        room,
+        None,
+        np.zeros(len(reply) * SPEECH_RATE // tts.sample_rate + SPEECH_RATE, np.float32),
+        reply,
+        tts.sample_rate,
+    )
     first = int(np.argmax(np.abs(heard) > 1e-3 * np.abs(heard).max()))
     resampled = resample(reply, tts.sample_rate, SPEECH_RATE)
     onset = int(np.argmax(np.abs(resampled) > 1e-3 * np.abs(resampled).max()))
@@ -166,15 +177,15 @@ def test_the_echo_tail_setting_is_how_far_aec3s_linear_filter_reaches(reply, tts
     far = resample(reply, tts.sample_rate, SPEECH_RATE).astype(np.float32)
     path = np.zeros(SPEECH_RATE // 5, np.float32)
     path[80], path[80 + SPEECH_RATE // 10] = 0.5, 0.25  # 5 ms, then 100 ms later at -6 dB
-    echo = np.convolve(far, path)[:len(far) // BLOCK * BLOCK]
+    echo = np.convolve(far, path)[: len(far) // BLOCK * BLOCK]
     left, tail = {}, load_settings().bargein.echo_tail_ms
     for tail_ms in (52, tail):
         aec3 = Aec3(tail_ms)
         for _ in range(3):
             out = []
             for k in range(0, len(echo), BLOCK):
-                aec3.far_end(far[k:k + BLOCK])
-                out.append(aec3.near_end(echo[k:k + BLOCK]))
+                aec3.far_end(far[k : k + BLOCK])
+                out.append(aec3.near_end(echo[k : k + BLOCK]))
         left[tail_ms] = 10 * np.log10(np.percentile(block_power(np.concatenate(out)), 90))
     # Measured: -32.1 and -56.3 dBFS (the echo itself peaks near -10 dBFS).
     assert left[tail] < left[52] - 15, left
@@ -205,11 +216,14 @@ def test_the_echo_room_is_a_sound_card_whose_device_times_keep_the_far_end_on_it
     assert min(erle[False]) < min(erle[True]) - 10, erle
 
 
-def test_a_visitor_over_a_reply_is_a_sound_onset_before_the_vad_hears_speech_and_the_echo_alone_is_none(reply, tts, vad):
+def test_a_visitor_over_a_reply_is_a_sound_onset_before_the_vad_hears_speech_and_the_echo_alone_is_none(
+    reply, tts, vad
+):
     """Through the hall at +6 dB, the canceller warmed on two replies nobody talks over: in what it
     leaves of those no sound starts after the first 0.3 s (the canceller settling on a reply's start); with a bundled
     question said over the third, a sound starts within 130 ms of the question's onset (measured
-    offline: 80-125 ms p50 from 0 to +12 dB, docs/lab/bargein.md) and before the VAD has heard barge-in's 96 ms of speech."""
+    offline: 80-125 ms p50 from 0 to +12 dB, docs/lab/bargein.md)
+    and before the VAD has heard barge-in's 96 ms of speech."""
     rate = tts.sample_rate
     room = EchoRoom(EchoPath(echo_db=6.0, delay_ms=30.0), 0.075, reply, rate, clock=lambda: 0.0)
     canceller = EchoCanceller(rate, clock=lambda: 0.0)
@@ -219,17 +233,17 @@ def test_a_visitor_over_a_reply_is_a_sound_onset_before_the_vad_hears_speech_and
     guard = SETTLE // FRAME
     for _ in range(2):
         _, cleaned = _through(room, canceller, np.zeros(length, np.float32), reply, rate)
-        started = [i for i in range(len(cleaned) // FRAME) if sounds(cleaned[i * FRAME:(i + 1) * FRAME])]
+        started = [i for i in range(len(cleaned) // FRAME) if sounds(cleaned[i * FRAME : (i + 1) * FRAME])]
         assert [i for i in started if i >= guard] == []
     question = {q.name: q.audio for q in bundled_questions()}["03-restrooms.wav"]
     visitor = np.zeros(length, np.float32)
     at = SPEECH_RATE
-    visitor[at:at + len(question)] = question[:length - at]
+    visitor[at : at + len(question)] = question[: length - at]
     onset = at + _speech_onset(question)  # as `bench bargein` times it
     newest = []
     _, cleaned = _through(room, canceller, visitor, reply, rate, newest)
     ahead = np.concatenate(newest)
-    sooner = [lag for lag in range(1, BLOCK + 1) if np.array_equal(ahead[:len(cleaned) - lag], cleaned[lag:])]
+    sooner = [lag for lag in range(1, BLOCK + 1) if np.array_equal(ahead[: len(cleaned) - lag], cleaned[lag:])]
     assert sooner, "the canceller's newest blocks are not its frames' sound up to a block sooner"
     started = [i for i, heard in enumerate(newest) if sounds(heard) and i >= guard]
     vad.reset()
@@ -242,14 +256,16 @@ def test_a_visitor_over_a_reply_is_a_sound_onset_before_the_vad_hears_speech_and
     assert sounded < heard
 
 
-def test_a_sound_is_told_once_per_run_even_ending_within_a_frame_and_never_when_it_was_going_while_the_canceller_settled():
+def test_a_sound_is_told_once_per_run_even_ending_within_a_frame_and_never_when_it_was_going_while_canceller_settled():
     onset = SoundOnset(15.0)
     loud, quiet = (-30.0, -60.0), (-58.0, -60.0)
     assert not onset.push([loud, loud]) and onset.push([loud])  # the third loud block in a row
     assert not onset.push([loud, loud, loud])  # the same sound goes on: told once
     assert not onset.push([quiet]) and not onset.push([loud, loud, loud], judged=False)  # a new one, while settling
     assert not onset.push([loud, loud, loud], judged=True)  # still going once judged again: echo let through
-    assert not onset.push([quiet, loud], judged=False) and not onset.push([loud, loud])  # loud in the settling's last frame
+    assert not onset.push([quiet, loud], judged=False) and not onset.push(
+        [loud, loud]
+    )  # loud in the settling's last frame
     assert not onset.push([loud, quiet, loud, loud]) and onset.push([loud])  # a gap ends a run; a new one is told
     assert onset.push([quiet, loud, loud, loud, quiet])  # a run that ends within the frame is told too
 
@@ -281,16 +297,18 @@ def test_a_halls_talk_does_not_pause_replies_and_a_visitor_louder_than_it_does(s
         onset = length  # none
         if k % 2:
             question = asked[k // 2 % len(asked)].audio
-            visitor[SPEECH_RATE:SPEECH_RATE + len(question)] += question[:length - SPEECH_RATE]
+            visitor[SPEECH_RATE : SPEECH_RATE + len(question)] += question[: length - SPEECH_RATE]
             onset = SPEECH_RATE + _speech_onset(question)
         _, cleaned = _through(room, canceller, visitor, reply, rate)
         runs, paused = [0, 0], [[], []]  # the VAD's speech alone, and louder than the room
         for i in range(said):
-            frame = cleaned[i * FRAME:(i + 1) * FRAME]
+            frame = cleaned[i * FRAME : (i + 1) * FRAME]
             level_of_the_room.hear(frame, True)
             speech = vad.probability(frame) >= 0.5
             for gated in (0, 1):
-                runs[gated] = runs[gated] + 1 if speech and (not gated or level_of_the_room.louder(frame, margin)) else 0
+                runs[gated] = (
+                    runs[gated] + 1 if speech and (not gated or level_of_the_room.louder(frame, margin)) else 0
+                )
                 if runs[gated] == 3 and i >= guard:
                     paused[gated].append((i + 1) * FRAME - onset)
         talk_alone += any(t < 0 for t in paused[0])
@@ -311,10 +329,16 @@ def test_a_sound_that_is_not_speech_pauses_a_reply_at_once_and_it_goes_on(vad, a
     the echo room: `bench bargein` and the daemon's test above.)"""
     events, fed = [], [0]
     bargein = dataclasses.replace(load_settings().bargein, enabled=True)
-    conversation = Conversation(vad, asr, Dialogue(text_encoder, load_knowledge(), load_settings().dialogue),
-                                SpeechOut(tts), RecordingSpeaker(tts.sample_rate, realtime=True),
-                                dataclasses.replace(ENDPOINT, onset_ms=160),
-                                observer=lambda m: events.append((time.monotonic(), m, fed[0])), bargein=bargein)
+    conversation = Conversation(
+        vad,
+        asr,
+        Dialogue(text_encoder, load_knowledge(), load_settings().dialogue),
+        SpeechOut(tts),
+        RecordingSpeaker(tts.sample_rate, realtime=True),
+        dataclasses.replace(ENDPOINT, onset_ms=160),
+        observer=lambda m: events.append((time.monotonic(), m, fed[0])),
+        bargein=bargein,
+    )
     feed = _feeder(conversation, BLOCK, fed)
 
     try:
@@ -326,7 +350,7 @@ def test_a_sound_that_is_not_speech_pauses_a_reply_at_once_and_it_goes_on(vad, a
         other = questions["05-wifi.wav"]
         loudest = int(np.argmax(block_power(other))) * BLOCK
         syllable = np.zeros(2 * FRAME, np.float32)
-        syllable[:640] = other[loudest:loudest + 640]
+        syllable[:640] = other[loudest : loudest + 640]
         mark, turns, start = len(events), len(conversation.turns), fed[0]
         feed(syllable)
         feed(np.zeros(SPEECH_RATE, np.float32))
@@ -344,7 +368,9 @@ def test_a_sound_that_is_not_speech_pauses_a_reply_at_once_and_it_goes_on(vad, a
         conversation.speaker.close()
 
 
-def test_the_start_up_phrase_is_said_to_the_canceller_not_listened_to_and_then_the_visitor_is(vad, asr, text_encoder, tts):
+def test_the_start_up_phrase_is_said_to_the_canceller_not_listened_to_and_then_the_visitor_is(
+    vad, asr, text_encoder, tts
+):
     """The daemon's start, at the microphone's pace: the phrase plays (the avatar gets its chunks), a
     visitor's "Hello" said meanwhile is not heard (through a real room it would be the phrase's own
     echo), and once the phrase and WARM_UP_TAIL_S are over the same "Hello" is answered. Without a
@@ -353,9 +379,17 @@ def test_the_start_up_phrase_is_said_to_the_canceller_not_listened_to_and_then_t
     spoken = tts.say(phrase)
     events = []
     dialogue = Dialogue(text_encoder, load_knowledge(), load_settings().dialogue)
-    conversation = Conversation(vad, asr, dialogue, SpeechOut(tts), RecordingSpeaker(tts.sample_rate, realtime=True),
-                                ENDPOINT, observer=events.append, bargein=load_settings().bargein,
-                                echo=EchoCanceller(tts.sample_rate))
+    conversation = Conversation(
+        vad,
+        asr,
+        dialogue,
+        SpeechOut(tts),
+        RecordingSpeaker(tts.sample_rate, realtime=True),
+        ENDPOINT,
+        observer=events.append,
+        bargein=load_settings().bargein,
+        echo=EchoCanceller(tts.sample_rate),
+    )
     feed = _feeder(conversation)
 
     hello = {q.name: q.audio for q in bundled_questions()}["01-hello.wav"]  # 0.86 s, shorter than the phrase
@@ -413,8 +447,21 @@ def test_daemon_through_the_echo_room_mm_hm_lets_a_reply_go_on_and_a_question_cu
     mm_hm = speak(load_voices(store), joe, "Mm-hm.")[0]
     gap = lambda seconds: np.zeros(int(seconds * SPEECH_RATE), np.float32)  # noqa: E731
     hesitant = _longer_pause(questions["03-restrooms.wav"], 0.6)
-    visit = np.concatenate([gap(1.0), questions["05-wifi.wav"], gap(8.0), questions["02-opening.wav"], gap(2.2), mm_hm,
-                            gap(9.0), questions["04-tickets.wav"], gap(2.2), hesitant, gap(9.0)])
+    visit = np.concatenate(
+        [
+            gap(1.0),
+            questions["05-wifi.wav"],
+            gap(8.0),
+            questions["02-opening.wav"],
+            gap(2.2),
+            mm_hm,
+            gap(9.0),
+            questions["04-tickets.wav"],
+            gap(2.2),
+            hesitant,
+            gap(9.0),
+        ]
+    )
     mic = tmp_path / "visit.wav"
     soundfile.write(mic, visit, SPEECH_RATE)
     daemon = Daemon(tmp_path, store, mic, extra=["--echo-db", "6"])
@@ -428,9 +475,15 @@ def test_daemon_through_the_echo_room_mm_hm_lets_a_reply_go_on_and_a_question_cu
     # through the echo room a question may be heard a little wrong, and asking back about the
     # right intent is then the right reply
     assert [(t["about"] or t["intent"], t["interrupted"]) for t in status["turns"] if not t["ignored"]] == [
-        ("wifi", False), ("opening_hours", False), ("tickets", True), ("restrooms", False)], heard
+        ("wifi", False),
+        ("opening_hours", False),
+        ("tickets", True),
+        ("restrooms", False),
+    ], heard
     first, opening, cut, question = [t for t in status["turns"] if not t["ignored"]]
-    assert [t for t in status["turns"] if first["turn"] < t["turn"] < opening["turn"]] == [], heard  # no pause of its own
+    assert [t for t in status["turns"] if first["turn"] < t["turn"] < opening["turn"]] == [], (
+        heard
+    )  # no pause of its own
     assert 0 < cut["played_s"] < 5 and cut["unsaid"]  # what was played of the cut reply, and what was not
     assert question["barged_in"] and not cut["barged_in"]
     assert status["tally"]["barge-in: cut a reply"] == 1, status["tally"]  # the question's; not the "mm-hm"
@@ -512,11 +565,11 @@ def test_the_canceller_settles_where_the_far_end_comes_back_from_silence_or_was_
     settle = SETTLE // FRAME
     assert not any(frames(30, None))
     start = frames(30, voice, fresh=True)  # a reply starts
-    assert all(start[:settle]) and not any(start[settle + 1:])
+    assert all(start[:settle]) and not any(start[settle + 1 :])
     assert not any(frames(7, np.zeros(FRAME, np.float32)) + frames(10, voice))  # a gap between its sentences
     assert not any(frames(16, None))  # the card ran dry (512 ms)...
     back = frames(30, voice, fresh=True)  # ...and the voice comes back
-    assert all(back[:settle]) and not any(back[settle + 1:])
+    assert all(back[:settle]) and not any(back[settle + 1 :])
     assert not any(frames(2, None))  # the speaker's thread is 64 ms late...
     late = frames(1, np.tile(voice, 3)) + frames(29, voice)  # ...and hands what should have started playing
-    assert all(late[:settle]) and not any(late[settle + 1:])
+    assert all(late[:settle]) and not any(late[settle + 1 :])

@@ -21,7 +21,9 @@ def plane_wave(signal: np.ndarray, array: MicArray, azimuth_rad: float) -> np.nd
     earlier by its position along the direction, as a fraction of a sample)."""
     lead = array.positions @ look_direction(azimuth_rad) / 343.0
     spectrum, frequencies = np.fft.rfft(signal), np.fft.rfftfreq(len(signal), 1 / SPEECH_RATE)
-    return np.stack([np.fft.irfft(spectrum * np.exp(2j * np.pi * frequencies * t), len(signal)) for t in lead]).astype(np.float32)
+    return np.stack([np.fft.irfft(spectrum * np.exp(2j * np.pi * frequencies * t), len(signal)) for t in lead]).astype(
+        np.float32
+    )
 
 
 def test_what_comes_from_where_the_beam_points_passes_unchanged_a_hop_late_in_any_pieces():
@@ -36,12 +38,12 @@ def test_what_comes_from_where_the_beam_points_passes_unchanged_a_hop_late_in_an
     settled = slice(4 * HOP, len(source) - 4 * HOP)  # the circular plane wave wraps at the ends
     assert len(pieced) == len(beam) == len(source) // HOP * HOP
     np.testing.assert_allclose(pieced, beam, atol=1e-5)
-    error = beam[HOP:][settled] - source[:len(source) - HOP][settled]
+    error = beam[HOP:][settled] - source[: len(source) - HOP][settled]
     assert np.std(error) < 0.05 * np.std(source)
     # Pointed elsewhere, the same sound is not passed unchanged: the steering is what made it so.
     away = Beamformer(ARRAY, SPEECH_RATE)
     away.steer(np.radians(-140))
-    assert np.std(away.process(heard)[HOP:][settled] - source[:len(source) - HOP][settled]) > 0.3 * np.std(source)
+    assert np.std(away.process(heard)[HOP:][settled] - source[: len(source) - HOP][settled]) > 0.3 * np.std(source)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +61,7 @@ def hall_sounds(store):
 def _snr_db(speech: np.ndarray, noise: np.ndarray) -> float:
     power = block_power(speech)
     active = power > power.max() / 100
-    return float(10 * np.log10(power[active].mean() / block_power(noise)[:active.size][active].mean()))
+    return float(10 * np.log10(power[active].mean() / block_power(noise)[: active.size][active].mean()))
 
 
 def test_steered_at_the_visitor_the_beam_hears_them_over_the_hall_better_than_one_microphone(hall_sounds):
@@ -80,7 +82,7 @@ def test_steered_at_the_visitor_the_beam_hears_them_over_the_hall_better_than_on
         beamformer.steer(*toward)
         beamformer.process(sound)
         hops = len(beamformer.on_axis_db)
-        levels = np.mean(sound[0][:hops * HOP].reshape(hops, HOP) ** 2, axis=1)  # each window's newer half
+        levels = np.mean(sound[0][: hops * HOP].reshape(hops, HOP) ** 2, axis=1)  # each window's newer half
         on_axis[name] = float(np.median(np.array(beamformer.on_axis_db)[levels > levels.max() / 100]))
     assert on_axis["visitor"] > -1.5 and on_axis["talk"] < -3.5, on_axis  # where each came from
     behind = _snr_db(beam(speech, (toward[0] + np.pi, 0.0)), beam(babble + hiss, (toward[0] + np.pi, 0.0)))
@@ -97,12 +99,15 @@ def test_the_camera_says_which_way_a_face_is():
     assert np.degrees(camera.direction_of((-0.5, 0.2))[0]) < 0 > np.degrees(camera.direction_of((-0.5, 0.2))[1])
 
 
-@pytest.mark.parametrize("channels, radius, message", [
-    ([1], 32.0, "2 or more microphones"),
-    ([1, 1, 2], 32.0, "distinct"),
-    ([1, -2], 32.0, "distinct capture channels"),
-    ([1, 2, 3, 4], 1.0, "array_radius_mm"),
-])
+@pytest.mark.parametrize(
+    "channels, radius, message",
+    [
+        ([1], 32.0, "2 or more microphones"),
+        ([1, 1, 2], 32.0, "distinct"),
+        ([1, -2], 32.0, "distinct capture channels"),
+        ([1, 2, 3, 4], 1.0, "array_radius_mm"),
+    ],
+)
 def test_an_array_that_cannot_be_is_refused_with_the_key(tmp_path, channels, radius, message):
     config = tmp_path / "array.toml"
     config.write_text(f"[audio]\narray_channels = {channels}\narray_radius_mm = {radius}\n")

@@ -19,4 +19,7 @@ def test_bench_models_json_structure():
 
 def test_unknown_model_is_refused():
     result = run_cli("bench", "models", "llm")
-    assert result.returncode == 2 and "choose from vad, asr-encoder, asr-decoder, tts, tts-vocoder, face, text, end-of-turn" in result.stderr
+    assert (
+        result.returncode == 2
+        and "choose from vad, asr-encoder, asr-decoder, tts, tts-vocoder, face, text, end-of-turn" in result.stderr
+    )

@@ -40,16 +40,31 @@ def test_check_reports_the_int8_share_fp16_layers_and_renderings():
 def test_calibrate_refuses_to_write_a_table_that_misses_its_gate(tmp_path):
     data = tmp_path / "sentences"
     data.mkdir()
-    (data / "kiosk.txt").write_text("\n".join([
-        "Where is the exit?", "How much is a ticket?", "Is there a cafe?", "When do you close?",
-        "Where can I park?", "Is the museum open on Monday?", "Where are the toilets?", "Do you have a map?",
-        "Can I take photos?", "Where is the lift?", "Is there free wifi?", "Who are you?"]))
+    (data / "kiosk.txt").write_text(
+        "\n".join(
+            [
+                "Where is the exit?",
+                "How much is a ticket?",
+                "Is there a cafe?",
+                "When do you close?",
+                "Where can I park?",
+                "Is the museum open on Monday?",
+                "Where are the toilets?",
+                "Do you have a map?",
+                "Can I take photos?",
+                "Where is the lift?",
+                "Is there free wifi?",
+                "Who are you?",
+            ]
+        )
+    )
     (data / "more.txt").write_text("Thank you!\nGoodbye.\nHello there.\n")
     (data / "notes.txt").write_text("Where do I leave my coat?\n")
     out = tmp_path / "tables"
     out.mkdir()
-    result = run_cli("calibrate", "text", "--data", str(data), "--method", "minmax", "--max-fp16-layers", "0",
-                     "--out", str(out))
+    result = run_cli(
+        "calibrate", "text", "--data", str(data), "--method", "minmax", "--max-fp16-layers", "0", "--out", str(out)
+    )
     assert result.returncode == 1, result.stderr
     assert "mean cosine" in result.stdout and "FAIL" in result.stdout
     assert "no table written" in result.stdout and "runs in FP16" in result.stdout and "0 of 48" in result.stdout

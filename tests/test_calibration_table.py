@@ -8,15 +8,25 @@ import struct
 import numpy as np
 import pytest
 
-from engines.calibration_table import (CalibrationTable, CalibrationTableError, parse_trt_cache, read_table,
-                               render_trt_cache, table_from_trt_cache, trt_version_number, write_table)
+from engines.calibration_table import (
+    CalibrationTable,
+    CalibrationTableError,
+    parse_trt_cache,
+    read_table,
+    render_trt_cache,
+    table_from_trt_cache,
+    trt_version_number,
+    write_table,
+)
 
 
 def _table(**amax) -> CalibrationTable:
     return CalibrationTable("face.onnx", "ab" * 32, "entropy", amax or {"input": 1.0, "conv/out": 6.123456789})
 
 
-@pytest.mark.parametrize("version, header", [("8.6.1", "TRT-8601-EntropyCalibration2"), ("10.3.0", "TRT-100300-EntropyCalibration2")])
+@pytest.mark.parametrize(
+    "version, header", [("8.6.1", "TRT-8601-EntropyCalibration2"), ("10.3.0", "TRT-100300-EntropyCalibration2")]
+)
 def test_round_trip_through_the_tensorrt_cache_is_bit_exact(tmp_path, version, header):
     rng = np.random.default_rng(0)
     amax = {f"tensor_{i}": float(v) for i, v in enumerate(rng.uniform(1e-3, 300, 200))}
@@ -97,7 +107,8 @@ def test_broken_table_files(tmp_path):
     path.write_text(json.dumps({"schema": 1, "model": "face.onnx", "fp32_nodes": []}))
     with pytest.raises(CalibrationTableError, match="schema 1.*run 'orin-avatar calibrate'"):
         read_table(path)
-    path.write_text(json.dumps({"schema": 2, "model": "face.onnx", "model_sha256": "x", "method": "entropy",
-                                "amax": {"a": "NaN"}}))
+    path.write_text(
+        json.dumps({"schema": 2, "model": "face.onnx", "model_sha256": "x", "method": "entropy", "amax": {"a": "NaN"}})
+    )
     with pytest.raises(CalibrationTableError, match="finite"):
         read_table(path)

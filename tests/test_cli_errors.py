@@ -40,21 +40,27 @@ def test_empty_text_to_speak(tmp_path):
     _fails_cleanly(run_cli("speak", "   ", "--out", str(tmp_path / "x.wav")), "empty")
 
 
-@pytest.mark.parametrize("content, fragment", [
-    ("[cpu]\nthreads = 0\n", "threads must be between 1 and 64"),
-    ("[cpu]\nthreads = 100000\n", "threads must be between 1 and 64"),
-    ('[llm]\nurl = "http://127.0.0.1:99999/v1"\n', "has no valid port: give one between 1 and 65535"),
-    ('[llm]\nurl = "http://:8000/v1"\n', "names no host and port"),
-    ('[llm]\nurl = "ftp://127.0.0.1/v1"\n', "url must start with http:// or https://"),
-    ("[cpu]\nthread = 2\n", "unknown key 'thread' in [cpu]"),
-    ("[cpu]\nthreads = 'two'\n", "threads must be int"),
-    ("[gpu]\n", "unknown section [gpu]"),
-    ("[bargein]\nsound_onset_db = 3\n", "sound_onset_db must be 0 (off) or between 6 and 40 dB"),
-    ("[bargein]\nspeech_over_room_db = -3\n", "speech_over_room_db must be between 0 (any level) and 20 dB"),
-    ("[bargein]\necho_tail_ms = 150\n", "echo_tail_ms must be a multiple of 4 between 52 and 500 ms"),
-    ('[bargein]\nstartup_phrase = "Hello.\\nI am ready."\n', "startup_phrase must be one line of at most 200 characters"),
-    ("[cpu\nthreads = 2\n", "line 1"),
-])
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ("[cpu]\nthreads = 0\n", "threads must be between 1 and 64"),
+        ("[cpu]\nthreads = 100000\n", "threads must be between 1 and 64"),
+        ('[llm]\nurl = "http://127.0.0.1:99999/v1"\n', "has no valid port: give one between 1 and 65535"),
+        ('[llm]\nurl = "http://:8000/v1"\n', "names no host and port"),
+        ('[llm]\nurl = "ftp://127.0.0.1/v1"\n', "url must start with http:// or https://"),
+        ("[cpu]\nthread = 2\n", "unknown key 'thread' in [cpu]"),
+        ("[cpu]\nthreads = 'two'\n", "threads must be int"),
+        ("[gpu]\n", "unknown section [gpu]"),
+        ("[bargein]\nsound_onset_db = 3\n", "sound_onset_db must be 0 (off) or between 6 and 40 dB"),
+        ("[bargein]\nspeech_over_room_db = -3\n", "speech_over_room_db must be between 0 (any level) and 20 dB"),
+        ("[bargein]\necho_tail_ms = 150\n", "echo_tail_ms must be a multiple of 4 between 52 and 500 ms"),
+        (
+            '[bargein]\nstartup_phrase = "Hello.\\nI am ready."\n',
+            "startup_phrase must be one line of at most 200 characters",
+        ),
+        ("[cpu\nthreads = 2\n", "line 1"),
+    ],
+)
 def test_bad_settings_name_the_file_and_key(tmp_path, content, fragment):
     path = tmp_path / "orin-avatar.toml"
     path.write_text(content)
@@ -96,33 +102,39 @@ def _wrong_manifest(tmp_path):
 
 
 # Each bad input of the review, with what the one-line message must name (exit 2, no traceback).
-@pytest.mark.parametrize("make_args, fragments", [
-    (lambda t: ["speak", "?!...", "--out", str(t / "x.wav")], ["no speakable words"]),
-    (lambda t: ["speak", "\x01\x02", "--out", str(t / "x.wav")], ["nothing to say"]),
-    (lambda t: ["speak", "Hello.", "--out", str(t / "x.mp3")], ["ending in .wav"]),
-    (lambda t: ["speak", "Hello.", "--out", str(t / "no" / "x.wav")], ["cannot write there"]),
-    (lambda t: ["--config", str(t), "models", "list"], ["is not a regular file"]),
-    (lambda t: ["--config", str(_not_utf8(t, "s.toml")), "models", "list"], ["not UTF-8"]),
-    (lambda t: ["--store", str(_wrong_manifest(t)), "models", "list"], ["not a valid manifest"]),
-    (lambda t: ["bench", "models", "--runs", "0", "vad"], ["--runs must be 1 or more"]),
-    (lambda t: ["bench", "render", "--seconds", "0"], ["--seconds must be above 0"]),
-    (lambda t: ["bench", "render", "--portrait", str(t / "me.jpg")], ["portrait", "no such file"]),
-    (lambda t: ["avatar", "check", str(_nan_wav(t))], ["not an image OpenCV can read"]),
-    (lambda t: ["avatar", "preview", str(t / "me.jpg"), "--out", str(t / "me.gif")], ["give a .mp4 or .mkv"]),
-    (lambda t: ["bench", "turn", "--json", str(t / "no" / "r.json")], ["does not exist"]),
-    (lambda t: ["bench", "turn", "--compare", str(t / "missing.json")], ["not a readable bench turn report"]),
-    (lambda t: ["demo", "--out", str(_nan_wav(t))], ["is a file"]),
-    (lambda t: ["run", "--speaker", str(t / "replies.txt")], ["ending in .wav"]),
-    (lambda t: ["run", "--echo-db", "6"], ["--echo-db needs --mic and --speaker"]),
-    (lambda t: ["run", "--mic", str(t / "v.wav"), "--speaker", str(t / "r.wav"), "--echo-db", "99"], ["out of range"]),
-    (lambda t: ["bench", "bargein", "--quiet", "0"], ["--interruptions and --quiet must be 1 or more"]),
-    (lambda t: ["ask", ""], ["the question is empty"]),
-    (lambda t: ["--threads", "100000", "ask", "hi"], ["--threads must be between 1 and 64"]),
-    (lambda t: ["--threads", "-2", "ask", "hi"], ["--threads must be between 1 and 64"]),
-    (lambda t: ["transcribe", str(_truncated_wav(t))], ["is truncated"]),
-    (lambda t: ["transcribe", str(_nan_wav(t))], ["not numbers"]),
-    (lambda t: ["detect-faces", str(_tiny_png(t))], ["8000x1 pixels"]),
-])
+@pytest.mark.parametrize(
+    "make_args, fragments",
+    [
+        (lambda t: ["speak", "?!...", "--out", str(t / "x.wav")], ["no speakable words"]),
+        (lambda t: ["speak", "\x01\x02", "--out", str(t / "x.wav")], ["nothing to say"]),
+        (lambda t: ["speak", "Hello.", "--out", str(t / "x.mp3")], ["ending in .wav"]),
+        (lambda t: ["speak", "Hello.", "--out", str(t / "no" / "x.wav")], ["cannot write there"]),
+        (lambda t: ["--config", str(t), "models", "list"], ["is not a regular file"]),
+        (lambda t: ["--config", str(_not_utf8(t, "s.toml")), "models", "list"], ["not UTF-8"]),
+        (lambda t: ["--store", str(_wrong_manifest(t)), "models", "list"], ["not a valid manifest"]),
+        (lambda t: ["bench", "models", "--runs", "0", "vad"], ["--runs must be 1 or more"]),
+        (lambda t: ["bench", "render", "--seconds", "0"], ["--seconds must be above 0"]),
+        (lambda t: ["bench", "render", "--portrait", str(t / "me.jpg")], ["portrait", "no such file"]),
+        (lambda t: ["avatar", "check", str(_nan_wav(t))], ["not an image OpenCV can read"]),
+        (lambda t: ["avatar", "preview", str(t / "me.jpg"), "--out", str(t / "me.gif")], ["give a .mp4 or .mkv"]),
+        (lambda t: ["bench", "turn", "--json", str(t / "no" / "r.json")], ["does not exist"]),
+        (lambda t: ["bench", "turn", "--compare", str(t / "missing.json")], ["not a readable bench turn report"]),
+        (lambda t: ["demo", "--out", str(_nan_wav(t))], ["is a file"]),
+        (lambda t: ["run", "--speaker", str(t / "replies.txt")], ["ending in .wav"]),
+        (lambda t: ["run", "--echo-db", "6"], ["--echo-db needs --mic and --speaker"]),
+        (
+            lambda t: ["run", "--mic", str(t / "v.wav"), "--speaker", str(t / "r.wav"), "--echo-db", "99"],
+            ["out of range"],
+        ),
+        (lambda t: ["bench", "bargein", "--quiet", "0"], ["--interruptions and --quiet must be 1 or more"]),
+        (lambda t: ["ask", ""], ["the question is empty"]),
+        (lambda t: ["--threads", "100000", "ask", "hi"], ["--threads must be between 1 and 64"]),
+        (lambda t: ["--threads", "-2", "ask", "hi"], ["--threads must be between 1 and 64"]),
+        (lambda t: ["transcribe", str(_truncated_wav(t))], ["is truncated"]),
+        (lambda t: ["transcribe", str(_nan_wav(t))], ["not numbers"]),
+        (lambda t: ["detect-faces", str(_tiny_png(t))], ["8000x1 pixels"]),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, make_args, fragments):
     _fails_cleanly(run_cli(*make_args(tmp_path)), *fragments)
 

@@ -7,12 +7,12 @@ import subprocess
 import numpy as np
 import pytest
 
+from engines.model_specs import FRAME
+
 from device.audio_file import resample
 from device.conversation.visit import MicrophoneClock, Question, bundled_questions, play_visit
-from engines.model_specs import FRAME
 from device.models.asr import RecognitionStopped, words
 from tests.conftest import run_cli
-
 
 
 def spoken(tts, text: str) -> np.ndarray:
@@ -41,7 +41,7 @@ def test_bundled_visit_is_understood_and_answered_in_order(make_conversation):
 
 def test_recorded_speech_in_hall_noise(make_conversation, beckett):
     conversation = make_conversation()
-    question = Question(beckett[:int(2.9 * 16000)], "beckett")  # "Ever tried. Ever failed."
+    question = Question(beckett[: int(2.9 * 16000)], "beckett")  # "Ever tried. Ever failed."
     play_visit(conversation, [question], realtime=False, noise_db=-45)
     heard = [w for t in conversation.turns for w in words(t.transcript)]
     assert heard == ["ever", "tried", "ever", "failed"]  # two phrases, with a long pause between them
@@ -77,7 +77,7 @@ def test_speech_after_a_pause_stops_the_pause_s_recognition(make_conversation, t
     pause = np.zeros(6 * FRAME, np.float32)  # over the 32 ms that starts a recognition, under the hangover
     audio = np.concatenate([spoken(tts, "Where can I"), pause, spoken(tts, "buy tickets?")[4000:]])
     for start in range(0, len(audio) - FRAME + 1, FRAME):  # as fast as it takes it: the pause's words still pending
-        conversation.feed(audio[start:start + FRAME])
+        conversation.feed(audio[start : start + FRAME])
     play_visit(conversation, [Question(np.zeros(FRAME, np.float32), "tickets")], realtime=False)
     assert outcomes[0] == "stopped", outcomes
     assert [t.answer.intent for t in conversation.turns] == ["tickets"]
@@ -112,7 +112,7 @@ def test_stop_cancels_synthesis_and_playback(make_conversation, tts):
     def say(audio):
         for start in range(0, len(audio) - FRAME + 1, FRAME):
             clock.wait()
-            conversation.feed(audio[start:start + FRAME])
+            conversation.feed(audio[start : start + FRAME])
 
     say(spoken(tts, "How much is a ticket?"))
     silence = np.zeros(FRAME, np.float32)
@@ -150,8 +150,20 @@ def test_demo_writes_replies_and_latency(tmp_path):
         assert turn["ms"]["turn"] == pytest.approx(turn["ms"]["endpoint"] + turn["ms"]["processing"], abs=0.2)
         assert turn["visemes"][-1][1] == "rest"
     assert (tmp_path / "replies.wav").is_file()
-    probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=codec_type,width,height",
-                            "-of", "json", str(tmp_path / "avatar.mp4")], capture_output=True, text=True)
+    probe = subprocess.run(
+        [
+            "ffprobe",
+            "-v",
+            "error",
+            "-show_entries",
+            "stream=codec_type,width,height",
+            "-of",
+            "json",
+            str(tmp_path / "avatar.mp4"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     streams = json.loads(probe.stdout)["streams"]
     assert {s["codec_type"] for s in streams} == {"video", "audio"}
     assert [(s["width"], s["height"]) for s in streams if s["codec_type"] == "video"] == [(1280, 720)]

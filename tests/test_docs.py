@@ -77,8 +77,9 @@ def broken_links(path: Path, root: Path = REPO) -> list[str]:
 
 def test_the_readme_is_an_entrance_of_at_most_200_lines():
     lines = README.read_text(encoding="utf-8").splitlines()
-    assert len(lines) <= MAX_README_LINES, (f"README.md has {len(lines)} lines, more than {MAX_README_LINES}: "
-                                            "move the detail into docs/ and link to it")
+    assert len(lines) <= MAX_README_LINES, (
+        f"README.md has {len(lines)} lines, more than {MAX_README_LINES}: move the detail into docs/ and link to it"
+    )
 
 
 def test_every_relative_link_resolves():
@@ -87,17 +88,24 @@ def test_every_relative_link_resolves():
 
 
 def test_no_document_points_at_the_shared_folder():
-    offenders = [f"{path.relative_to(REPO)}: {line.strip()}" for path in markdown_files()
-                 for line in path.read_text(encoding="utf-8").splitlines() if "../shared" in line]
+    offenders = [
+        f"{path.relative_to(REPO)}: {line.strip()}"
+        for path in markdown_files()
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if "../shared" in line
+    ]
     assert not offenders, "documents pointing at ../shared (outside the project):\n" + "\n".join(offenders)
 
 
 def test_the_link_checker_reports_a_broken_link(tmp_path):
     (tmp_path / "there.md").write_text("# A heading\n\ntext\n", encoding="utf-8")
     page = tmp_path / "page.md"
-    page.write_text("[fine](there.md) [anchor](there.md#a-heading) [web](https://example.org/x)\n"
-                    "[missing](nowhere.md) [bad anchor](there.md#no-such-heading) [outside](../shared/x.md)\n"
-                    "`[in code](nowhere-either.md)`\n\n```\n[in a block](nor-here.md)\n```\n", encoding="utf-8")
+    page.write_text(
+        "[fine](there.md) [anchor](there.md#a-heading) [web](https://example.org/x)\n"
+        "[missing](nowhere.md) [bad anchor](there.md#no-such-heading) [outside](../shared/x.md)\n"
+        "`[in code](nowhere-either.md)`\n\n```\n[in a block](nor-here.md)\n```\n",
+        encoding="utf-8",
+    )
     problems = broken_links(page, root=tmp_path)
     assert len(problems) == 3, problems
     assert any("nowhere.md" in p and "no file" in p for p in problems), problems
@@ -120,7 +128,12 @@ def _command_table() -> list[tuple[str, str]]:
     rows = []
     for line in match.group(1).splitlines():
         cells = [c.strip() for c in line.replace("\\|", "/").strip().strip("|").split("|")]
-        if line.lstrip().startswith("|") and len(cells) >= 2 and not set(cells[0]) <= set("-: ") and cells[0] != "command":
+        if (
+            line.lstrip().startswith("|")
+            and len(cells) >= 2
+            and not set(cells[0]) <= set("-: ")
+            and cells[0] != "command"
+        ):
             rows.append((cells[0], line))
     assert rows, "README.md's Commands section has no table"
     return rows
@@ -152,5 +165,8 @@ def test_the_readme_command_table_names_every_command():
         for kind in _subcommands(sub):
             if not rows_of(f"{name} {kind}") and not any(re.search(rf"\b{re.escape(kind)}\b", row) for row in own):
                 missing.append(f"`{name} {kind}`")
-    assert not missing, ("README.md's command table (## Commands) does not name: " + ", ".join(missing)
-                         + "; add a row (or the kind to its command's row) for each")
+    assert not missing, (
+        "README.md's command table (## Commands) does not name: "
+        + ", ".join(missing)
+        + "; add a row (or the kind to its command's row) for each"
+    )

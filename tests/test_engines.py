@@ -1,5 +1,6 @@
 """The TensorRT path through the real build, cache, validation and fallback code, against the
-TensorRT/PyCUDA simulator in tests/trt_sim (grounded in NVIDIA's files, see its docstring). The same scenarios run against
+TensorRT/PyCUDA simulator in tests/trt_sim (grounded in NVIDIA's files, see its docstring).
+The same scenarios run against
 the real library on an Orin: `pytest -m jetson tests/test_engines_jetson.py`."""
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from engines.fallback import FallbackRunner
 from engines.model_specs import MODELS
 from engines.onnxrt_runner import OnnxRuntimeRunner
 from engines.tensorrt_runner import TensorRTRunner
+
 from tests.conftest import SETTINGS, SIM_PATH, manager, run_cli, unload_tensorrt
 from tests.table_maker import make_table
+
 
 def lines():
     seen = []
@@ -50,11 +53,19 @@ def test_every_key_component_changes_the_key(trt, store, tmp_path, tables):
     variants = [
         engines.key(policy, "fp16", None),
         engines.key(policy, "int8", 0),
-        manager(store, tmp_path, tables, SETTINGS.__class__(**{**SETTINGS.__dict__, "workspace_mb": 512})).key(policy, "int8", None),
-        manager(store, tmp_path, tables, SETTINGS.__class__(**{**SETTINGS.__dict__, "optimization_level": 3})).key(policy, "int8", None),
+        manager(store, tmp_path, tables, SETTINGS.__class__(**{**SETTINGS.__dict__, "workspace_mb": 512})).key(
+            policy, "int8", None
+        ),
+        manager(store, tmp_path, tables, SETTINGS.__class__(**{**SETTINGS.__dict__, "optimization_level": 3})).key(
+            policy, "int8", None
+        ),
     ]
-    other_platform = manager(store, tmp_path, tables,
-                             platform=engines.platform.__class__(**{**engines.platform.as_dict(), "tensorrt": "10.3.1"}))
+    other_platform = manager(
+        store,
+        tmp_path,
+        tables,
+        platform=engines.platform.__class__(**{**engines.platform.as_dict(), "tensorrt": "10.3.1"}),
+    )
     variants.append(other_platform.key(policy, "int8", None))
     make_table(store, "face", tables, scale=1.01)  # a new table
     variants.append(engines.key(policy, "int8", None))
@@ -296,8 +307,25 @@ def test_dla_build_reports_layers_left_on_the_gpu(trt, store, tmp_path, tables, 
         outcome = manager(store, tmp_path, tables).ensure("face", dla_core=0)
     assert outcome.record.status == "valid" and outcome.record.components["dla_core"] == 0
     ops = {n.op_type for n in onnx.load(str(store.path("face.onnx"))).graph.node}
-    expected = sorted(ops - {"Conv", "Relu", "Add", "Mul", "MaxPool", "AveragePool", "Concat", "Sigmoid", "Pad",
-                             "Reshape", "Transpose", "BatchNormalization", "PRelu", "Clip"})
+    expected = sorted(
+        ops
+        - {
+            "Conv",
+            "Relu",
+            "Add",
+            "Mul",
+            "MaxPool",
+            "AveragePool",
+            "Concat",
+            "Sigmoid",
+            "Pad",
+            "Reshape",
+            "Transpose",
+            "BatchNormalization",
+            "PRelu",
+            "Clip",
+        }
+    )
     assert outcome.record.validation["layers_on_gpu"] == expected
     if expected:
         assert "left DLA core 0 for the GPU" in caplog.text
@@ -340,9 +368,13 @@ def test_onnx_is_checked_before_the_parser_sees_it(store, tmp_path):
     root = tmp_path / "store"
     root.mkdir()
     weights = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 4])],
-                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 4])], [weights])
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 4])],
+        [weights],
+    )
     model = helper.make_model(graph)
     onnx.save(model, str(root / "m.onnx"), save_as_external_data=True, location="m.data", size_threshold=0)
     assert check_onnx(root / "m.onnx", root).graph.initializer[0].name == "w"

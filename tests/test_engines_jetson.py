@@ -15,11 +15,13 @@ from engines.model_specs import MODELS
 from engines.onnxrt_runner import OnnxRuntimeRunner
 from engines.platform import probe_platform
 from engines.tensorrt_runner import TensorRTRunner
+
 from tests.table_maker import make_table
 
 pytestmark = pytest.mark.jetson
-SETTINGS = EngineSettings(enabled=True, precision="auto", dla_core=-1, workspace_mb=1024, optimization_level=3,
-                          build_timeout_s=1800)
+SETTINGS = EngineSettings(
+    enabled=True, precision="auto", dla_core=-1, workspace_mb=1024, optimization_level=3, build_timeout_s=1800
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +39,10 @@ def test_build_validate_and_reuse(platform, store, tmp_path, name):
     assert outcome.engine is not None, outcome.reasons
     assert outcome.record.validation["worst_cosine"] >= MODELS[name].min_cosine
     lines = []
-    assert EngineManager(store, tmp_path / "engines", SETTINGS, tmp_path).ensure(name, report=lines.append).engine == outcome.engine
+    assert (
+        EngineManager(store, tmp_path / "engines", SETTINGS, tmp_path).ensure(name, report=lines.append).engine
+        == outcome.engine
+    )
     assert any("cached" in line for line in lines)
 
 
@@ -69,20 +74,25 @@ def test_fallback_runner_on_the_real_engine(platform, store, tmp_path):
 
 # The fixes of docs/integrator/tensorrt.md on the real library (the simulator's versions: tests/test_tensorrt_fixes.py).
 
+
 def test_asr_encoder_engine_loads_in_a_fresh_process(platform, store, tmp_path):
     import subprocess
     import sys
 
     outcome = EngineManager(store, tmp_path / "engines", SETTINGS, tmp_path).ensure("asr-encoder", precision="fp16")
     assert outcome.engine is not None, outcome.reasons
-    code = (f"from engines.tensorrt_runner import TensorRTRunner; r = TensorRTRunner('asr-encoder', {str(outcome.engine)!r}); "
-            "r.activate(); r.release(); print('loaded')")
+    code = (
+        "from engines.tensorrt_runner import TensorRTRunner; "
+        f"r = TensorRTRunner('asr-encoder', {str(outcome.engine)!r}); "
+        "r.activate(); r.release(); print('loaded')"
+    )
     assert "loaded" in subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600).stdout
 
 
 def test_qdq_model_parses_and_plan_matches_the_build(platform, store, tmp_path):
-    from calibration import TABLES_DIR
     from engines.plan import plan
+
+    from calibration import TABLES_DIR
 
     planned = {p.model: p.runs_on for p in plan(store, TABLES_DIR, platform.tensorrt)}
     engines = EngineManager(store, tmp_path / "engines", SETTINGS, TABLES_DIR)

@@ -16,8 +16,9 @@ import cv2
 import numpy as np
 import pytest
 
-from device.conversation.speech_out import MAX_WORDS_PER_CHUNK, SpeechOut, split_sentences
 from engines.errors import OrinAvatarError
+
+from device.conversation.speech_out import MAX_WORDS_PER_CHUNK, SpeechOut, split_sentences
 from tests.conftest import REPO
 from tests.x_server import x_server
 
@@ -37,7 +38,9 @@ def test_a_reply_with_a_nul_is_spoken_without_it(tts):
     speech = SpeechOut(tts, cache=False)
     chunks = list(speech.chunks(1, ["We open\x00 at nine."], threading.Event()))
     assert [c.text for c in chunks if c.text] == ["We open at nine."] and sum(len(c.audio) for c in chunks) > 10_000
-    assert [c.last for c in chunks] == [False] * (len(chunks) - 1) + [True] and len(chunks[-1].audio) == 0  # the reply's end
+    assert [c.last for c in chunks] == [False] * (len(chunks) - 1) + [True] and len(
+        chunks[-1].audio
+    ) == 0  # the reply's end
 
 
 def test_a_status_client_that_never_reads_does_not_block_the_others(tmp_path):
@@ -91,8 +94,9 @@ def test_close_cuts_the_reply_being_spoken(store, tts):
     from device.sound.speakers import RecordingSpeaker
 
     speakers = []
-    conversation = App().conversation(lambda rate: speakers.append(RecordingSpeaker(rate, realtime=True)) or speakers[-1],
-                                      build_engines=False)
+    conversation = App().conversation(
+        lambda rate: speakers.append(RecordingSpeaker(rate, realtime=True)) or speakers[-1], build_engines=False
+    )
     conversation.speech.stop_preparing()
     assert conversation.announce("greeting", " ".join(["Welcome to the visitor centre."] * 12))
     deadline = time.monotonic() + 60
@@ -154,8 +158,14 @@ def test_losing_the_x_server_drops_the_display_not_the_process(tmp_path):
         "sink.close()\n"
     )
     with x_server(320, 240) as (display, server):
-        shower = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=os.environ | {"DISPLAY": display, "QT_QPA_PLATFORM": "xcb"},
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        shower = subprocess.Popen(
+            [sys.executable, "-c", code],
+            cwd=REPO,
+            env=os.environ | {"DISPLAY": display, "QT_QPA_PLATFORM": "xcb"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert shower.stdout.readline().strip() == "window"
             assert shower.stdout.readline().strip() == "showing"
@@ -186,12 +196,26 @@ def test_under_the_units_sandbox_the_display_status_and_doctor_find_what_they_ne
 
     uid = 64123  # no such user on this machine
     question = bundled_questions()[0].audio
-    soundfile.write(tmp_path / "visit.wav", np.concatenate([np.zeros(16000, np.float32), question, np.zeros(64000, np.float32)]), 16000)
-    python = "/run/app/" + str(Path(sys.executable).relative_to(REPO)) if Path(sys.executable).is_relative_to(REPO) else sys.executable
+    soundfile.write(
+        tmp_path / "visit.wav",
+        np.concatenate([np.zeros(16000, np.float32), question, np.zeros(64000, np.float32)]),
+        16000,
+    )
+    python = (
+        "/run/app/" + str(Path(sys.executable).relative_to(REPO))
+        if Path(sys.executable).is_relative_to(REPO)
+        else sys.executable
+    )
     # An interpreter under /root (pyenv) is made reachable as one under /usr would be on a robot.
     base = sys.base_prefix
-    interpreter = (f"mkdir /run/python && mount --bind {base} /run/python && mount -t tmpfs -o mode=0755 tmpfs /root"
-                   f" && mkdir -p {base} && mount --bind /run/python {base}") if base.startswith("/root/") else ""
+    interpreter = (
+        (
+            f"mkdir /run/python && mount --bind {base} /run/python && mount -t tmpfs -o mode=0755 tmpfs /root"
+            f" && mkdir -p {base} && mount --bind /run/python {base}"
+        )
+        if base.startswith("/root/")
+        else ""
+    )
     out = "/run/oldtmp/" + str(tmp_path.relative_to("/tmp"))  # the original /tmp, as the sandbox sees it
     with x_server(320, 240) as (display, _):
         script = f"""
@@ -218,8 +242,12 @@ ORIN_AVATAR_HOME=/run/state {python} -m device --store /run/store doctor --json 
 kill -TERM $pid; wait $pid
 stat -c '%u %a' /run/state/replies.wav > {out}/replies.stat
 """
-        result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-                                capture_output=True, text=True, timeout=180)
+        result = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     log = (tmp_path / "daemon.log").read_text()
     assert result.returncode == 0, result.stderr + log[-2000:]
     status = json.loads((tmp_path / "status.json").read_text())
@@ -231,6 +259,7 @@ stat -c '%u %a' /run/state/replies.wav > {out}/replies.stat
 
 
 # --- the real daemon (tests/test_daemon.py's Daemon) with a fault injected -------------------------
+
 
 def _daemon(tmp_path, store, parts, config_text="", **options):
     from tests.test_daemon import Daemon, _visit
@@ -283,7 +312,9 @@ def test_a_full_disk_under_the_speaker_loses_replies_not_the_robot(store, tmp_pa
         pytest.skip("mounting a tmpfs needs root")
     try:
         questions = ["04-tickets.wav", "02-opening.wav", "05-wifi.wav", "03-restrooms.wav"]
-        daemon = _daemon(tmp_path, store, [1.0] + [p for q in questions for p in (q, 7.0)], speaker=disk / "replies.wav")
+        daemon = _daemon(
+            tmp_path, store, [1.0] + [p for q in questions for p in (q, 7.0)], speaker=disk / "replies.wav"
+        )
         daemons.append(daemon)
         daemon.wait_for("READY=1", 120)
         status = _wait(daemon, lambda s: sum(s["tally"].values()) >= 4, 60)
@@ -310,8 +341,10 @@ def test_a_large_knowledge_base_reloads_beside_the_conversation(store, tmp_path,
     daemons.append(daemon)
     daemon.wait_for("READY=1", 120)
     intents = daemon.status()["knowledge"]["intents"]
-    big = knowledge_file(tmp_path / "big.toml", {f"exhibit_{i}": (f"Tell me about exhibit number {i}", f"Where is room {i}?")
-                                                for i in range(3000)})
+    big = knowledge_file(
+        tmp_path / "big.toml",
+        {f"exhibit_{i}": (f"Tell me about exhibit number {i}", f"Where is room {i}?") for i in range(3000)},
+    )
     (tmp_path / "orin-avatar.toml").write_text(f'[dialogue]\nknowledge = "{big}"\n')
     daemon.signal(signal.SIGHUP)
     daemon.wait_for("RELOADING=1", 10)
@@ -347,13 +380,30 @@ def test_a_second_daemon_on_the_same_state_directory_refuses_to_start(store, tmp
     first = _daemon(tmp_path, store, [60.0])
     daemons.append(first)
     first.wait_for("READY=1", 120)
-    second = subprocess.run([sys.executable, "-m", "device", "--store", str(store.root), "run", "--mic",
-                             str(tmp_path / "visit.wav"), "--speaker", str(tmp_path / "second.wav")],
-                            cwd=REPO, env=first.env | {"NOTIFY_SOCKET": ""}, capture_output=True, text=True, timeout=120)
+    second = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "device",
+            "--store",
+            str(store.root),
+            "run",
+            "--mic",
+            str(tmp_path / "visit.wav"),
+            "--speaker",
+            str(tmp_path / "second.wav"),
+        ],
+        cwd=REPO,
+        env=first.env | {"NOTIFY_SOCKET": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert second.returncode == 2
     assert second.stderr.strip().splitlines() == [
         f"orin-avatar: error: another orin-avatar daemon (pid {first.process.pid}) runs on {first.home}; "
-        "stop it first (systemctl stop orin-avatar), or give this one its own ORIN_AVATAR_HOME"]
+        "stop it first (systemctl stop orin-avatar), or give this one its own ORIN_AVATAR_HOME"
+    ]
     assert first.status()["pid"] == first.process.pid  # its status socket is still its own
     code, _, _ = first.stop()
     assert code == 0
@@ -366,9 +416,14 @@ def test_start_up_that_fails_after_loading_ends_with_one_line_not_an_abort(store
 
     mic = _visit(tmp_path / "visit.wav", [2.0])
     for _ in range(3):
-        result = subprocess.run([sys.executable, "-m", "device", "--store", str(store.root), "run", "--mic", str(mic)],
-                                cwd=REPO, env=os.environ | {"ORIN_AVATAR_HOME": str(tmp_path / "home")},
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-m", "device", "--store", str(store.root), "run", "--mic", str(mic)],
+            cwd=REPO,
+            env=os.environ | {"ORIN_AVATAR_HOME": str(tmp_path / "home")},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.returncode == 2, result.stderr[-2000:]
         assert result.stderr.strip().splitlines()[-1].startswith("orin-avatar: error: "), result.stderr[-2000:]
         assert "terminate called" not in result.stderr

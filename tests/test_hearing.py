@@ -56,7 +56,10 @@ def test_through_an_array_steered_at_the_visitor_the_bench_hears_the_hall_better
     one = measure_hearing(app, "tuning", (5.0,), limit=4)
     array = measure_hearing(app, "tuning", (5.0,), limit=4, array=MicArray.circular(4, 0.032))
     assert one["array"] is None and array["array"] == {"microphones": 4, "radius_mm": 32.0}
-    assert array["conditions"][0]["wer"] < one["conditions"][0]["wer"] - 0.1, (one["conditions"][0]["wer"], array["conditions"][0]["wer"])
+    assert array["conditions"][0]["wer"] < one["conditions"][0]["wer"] - 0.1, (
+        one["conditions"][0]["wer"],
+        array["conditions"][0]["wer"],
+    )
 
 
 def test_with_each_questions_own_span_the_bench_recognises_that_span_and_no_other(store):
@@ -80,6 +83,8 @@ def test_another_hall_is_another_room_with_other_talk_in_it(store):
     usual = measure_hearing(app, "tuning", (5.0,), limit=2)
     other = measure_hearing(app, "tuning", (5.0,), limit=2, hall=11)
     assert (usual["hall"], other["hall"]) == (7, 11)
-    heard = [[(r["transcript"], r["ended_ms"]) for r in report["conditions"][0]["questions"]] for report in (usual, other)]
+    heard = [
+        [(r["transcript"], r["ended_ms"]) for r in report["conditions"][0]["questions"]] for report in (usual, other)
+    ]
     assert heard[0] != heard[1]
     assert usual["babble_only"] != other["babble_only"]

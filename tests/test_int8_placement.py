@@ -9,11 +9,12 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from calibration.emulation import emulated_models
 from engines.calibration_table import read_table, render_trt_cache, table_from_trt_cache
 from engines.model_specs import MODELS
 from engines.onnxrt_runner import OnnxRuntimeRunner
 from engines.qdq_model import WEIGHTED_OPS, make_qdq_model, output_tensors, weighted_layers
+
+from calibration.emulation import emulated_models
 from tests.table_maker import make_table
 
 KEPT = "conv2d_10"  # a face convolution the test table keeps in FP16
@@ -89,8 +90,11 @@ def test_the_implicit_emulation_rounds_what_is_not_int8_to_fp16(store, face_tabl
     emulations = emulated_models(store.path("face.onnx"), face_table, tmp_path)
     model = onnx.load(str(emulations["implicit"]))
     quantized = {n.input[0] for n in model.graph.node if n.op_type == "QuantizeLinear"}
-    rounded = {n.input[0].removesuffix("__fp32") for n in model.graph.node if n.op_type == "Cast"
-               and n.attribute[0].i == onnx.TensorProto.FLOAT16}
+    rounded = {
+        n.input[0].removesuffix("__fp32")
+        for n in model.graph.node
+        if n.op_type == "Cast" and n.attribute[0].i == onnx.TensorProto.FLOAT16
+    }
     kept = next(n for n in face_model.graph.node if n.name == KEPT)
     assert kept.output[0] in rounded and not set(kept.input) & quantized  # the FP16 layer: FP16 in and out
     float_ops = [n for n in face_model.graph.node if n.op_type in ("Add", "Relu", "MaxPool")]
@@ -98,8 +102,11 @@ def test_the_implicit_emulation_rounds_what_is_not_int8_to_fp16(store, face_tabl
     explicit = onnx.load(str(emulations["explicit"]))
     assert not any(n.op_type == "Cast" for n in explicit.graph.node)
     golden = MODELS["face"].golden()
-    with (OnnxRuntimeRunner("fp32", store.path("face.onnx")) as fp32, OnnxRuntimeRunner("implicit", emulations["implicit"]) as implicit,
-          OnnxRuntimeRunner("explicit", emulations["explicit"]) as explicit_runner):
+    with (
+        OnnxRuntimeRunner("fp32", store.path("face.onnx")) as fp32,
+        OnnxRuntimeRunner("implicit", emulations["implicit"]) as implicit,
+        OnnxRuntimeRunner("explicit", emulations["explicit"]) as explicit_runner,
+    ):
         want = fp32.infer(golden)
         for runner in (implicit, explicit_runner):
             got = runner.infer(golden)

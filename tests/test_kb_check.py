@@ -17,11 +17,14 @@ def test_the_bundled_knowledge_base_checks_clean():
 
 
 def test_an_example_another_intent_claims_is_named_with_the_one_it_is_closer_to(text_encoder, tmp_path):
-    path = knowledge_file(tmp_path / "kb.toml", {"world_clock": ("Is there a cafe in the tower?", "What time is it in Tokyo?")})
+    path = knowledge_file(
+        tmp_path / "kb.toml", {"world_clock": ("Is there a cafe in the tower?", "What time is it in Tokyo?")}
+    )
     claimed = claimed_examples(Dialogue(text_encoder, load_knowledge(path), load_settings().dialogue))
     # without itself, "What time is it in Tokyo?" would go to the built-in time, not to its own intent
     assert [(c.intent, c.example, c.other, c.other_example) for c in claimed] == [
-        ("world_clock", "What time is it in Tokyo?", "time", "What time is it?")]
+        ("world_clock", "What time is it in Tokyo?", "time", "What time is it?")
+    ]
     assert claimed[0].score >= claimed[0].own_score
 
 
@@ -34,7 +37,9 @@ def test_an_example_is_named_exactly_when_the_dialogue_would_give_it_to_another_
     claimed = {c.example: c.other for c in claimed_examples(Dialogue(text_encoder, load_knowledge(kb), settings))}
     for name, examples in intents.items():
         for example in examples:
-            without = knowledge_file(tmp_path / "without.toml", {**intents, name: tuple(e for e in examples if e != example)})
+            without = knowledge_file(
+                tmp_path / "without.toml", {**intents, name: tuple(e for e in examples if e != example)}
+            )
             likeliest = Dialogue(text_encoder, load_knowledge(without), settings).rank(example)[0][0]
             assert claimed.get(example, name) == likeliest, example
     assert lift not in claimed  # its nearest example is directions', but two of its own agree
@@ -42,14 +47,17 @@ def test_an_example_is_named_exactly_when_the_dialogue_would_give_it_to_another_
 
 def test_questions_that_go_wrong_are_listed_and_fail_the_check(tmp_path):
     questions = tmp_path / "questions.toml"
-    questions.write_text('questions = [["restrooms", "Where is the toilet, please?"], ["tickets", "Where is the toilet?"],\n'
-                         '             ["none", "What is the boiling point of tungsten?"]]\n')
+    questions.write_text(
+        'questions = [["restrooms", "Where is the toilet, please?"], ["tickets", "Where is the toilet?"],\n'
+        '             ["none", "What is the boiling point of tungsten?"]]\n'
+    )
     result = run_cli("kb", "check", "--questions", str(questions), "--json")
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     assert report["questions"]["questions"] == 3 and report["questions"]["right"] == 2
     assert [(m["question"], m["outcome"], m["intent"]) for m in report["missed"]] == [
-        ("Where is the toilet?", "wrong", "restrooms")]
+        ("Where is the toilet?", "wrong", "restrooms")
+    ]
 
 
 def test_a_questions_file_with_an_unknown_intent_is_refused_by_name(tmp_path):

@@ -15,16 +15,22 @@ def test_embedded_example_has_the_visitor_centre_topics():
 GOOD = '[[intent]]\nname = "a"\nexamples = ["x?"]\nanswer = "y."\n\n'
 
 
-@pytest.mark.parametrize("text, fragment", [
-    (GOOD + '[[intent]]\nname = "b"\nexamples = ["q?"]\n', "line 6: intent 'b' has no 'answer'"),
-    (GOOD + '[[intent]]\nname = "b"\nexamples = []\nanswer = "z"\n', "line 6: intent 'b' needs 'examples'"),
-    (GOOD + '[[intent]]\nname = "a"\nexamples = ["q"]\nanswer = "z"\n', "line 6: intent name 'a' is used twice"),
-    (GOOD + '[[intent]]\nname = "b"\nexample = ["q"]\nanswer = "z"\n', "line 6: unknown key(s) example"),
-    (GOOD + '[[intent]]\nname = "has space"\nexamples = ["q"]\nanswer = "z"\n', "line 6: 'name'"),
-    ('[[intent]]\nname = "a"\nexamples = ["x?"\nanswer = "y."\n', "line 4"),
-    ("", "no [[intent]] tables"),
-    (GOOD + '[[intent]]\nname = "b"\nexamples = ["q"]\nanswer = "z"\ntopic = 3\n', "line 6: intent 'b' has a 'topic' that is not a string"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        (GOOD + '[[intent]]\nname = "b"\nexamples = ["q?"]\n', "line 6: intent 'b' has no 'answer'"),
+        (GOOD + '[[intent]]\nname = "b"\nexamples = []\nanswer = "z"\n', "line 6: intent 'b' needs 'examples'"),
+        (GOOD + '[[intent]]\nname = "a"\nexamples = ["q"]\nanswer = "z"\n', "line 6: intent name 'a' is used twice"),
+        (GOOD + '[[intent]]\nname = "b"\nexample = ["q"]\nanswer = "z"\n', "line 6: unknown key(s) example"),
+        (GOOD + '[[intent]]\nname = "has space"\nexamples = ["q"]\nanswer = "z"\n', "line 6: 'name'"),
+        ('[[intent]]\nname = "a"\nexamples = ["x?"\nanswer = "y."\n', "line 4"),
+        ("", "no [[intent]] tables"),
+        (
+            GOOD + '[[intent]]\nname = "b"\nexamples = ["q"]\nanswer = "z"\ntopic = 3\n',
+            "line 6: intent 'b' has a 'topic' that is not a string",
+        ),
+    ],
+)
 def test_mistakes_name_file_line_and_key(tmp_path, text, fragment):
     path = tmp_path / "knowledge.toml"
     path.write_text(text)
@@ -35,7 +41,9 @@ def test_mistakes_name_file_line_and_key(tmp_path, text, fragment):
 
 def test_the_ask_back_names_the_topic_or_else_the_first_example(tmp_path):
     path = tmp_path / "knowledge.toml"
-    path.write_text(GOOD + '[[intent]]\nname = "b"\nexamples = ["Where is the zoo?"]\nanswer = "z"\ntopic = "the zoo"\n')
+    path.write_text(
+        GOOD + '[[intent]]\nname = "b"\nexamples = ["Where is the zoo?"]\nanswer = "z"\ntopic = "the zoo"\n'
+    )
     first, second = load_knowledge(path)
     assert (first.ask_back, second.ask_back) == ("Did you ask: x?", "Did you mean the zoo?")
 
@@ -60,7 +68,10 @@ def test_not_utf8_or_not_a_regular_file_is_refused_with_the_reason(tmp_path):
 
 def test_headers_with_spaces_and_inline_tables_keep_every_intent(tmp_path):
     spaced = tmp_path / "spaced.toml"
-    spaced.write_text('[[ intent ]]\nname = "a"\nexamples = ["q"]\nanswer = "r"\n\n[[ intent ]]\nname = "b"\nexamples = ["q2"]\nanswer = "r2"\n')
+    spaced.write_text(
+        '[[ intent ]]\nname = "a"\nexamples = ["q"]\nanswer = "r"\n\n'
+        '[[ intent ]]\nname = "b"\nexamples = ["q2"]\nanswer = "r2"\n'
+    )
     assert [i.name for i in load_knowledge(spaced)] == ["a", "b"]
     inline = tmp_path / "inline.toml"
     inline.write_text('intent = [{name = "a", examples = ["q"], answer = "r"}, {name = "b", examples = ["q2"]}]\n')

@@ -10,30 +10,39 @@ import time
 
 import pytest
 
+from engines.model_specs import SPEECH_RATE
+
+from device.audio_file import resample
 from device.conversation.dialogue import Dialogue
 from device.conversation.knowledge import load_knowledge
 from device.conversation.llm import LlmClient
 from device.conversation.speech_out import SpeechOut
 from device.conversation.spoken_reply import SpokenReply, speakable
 from device.conversation.visit import Question, play_visit
-from device.audio_file import resample
 from device.settings import LlmSettings, load_settings
-from engines.model_specs import SPEECH_RATE
 
 FIRST_TOKEN_S = 1.5  # in the fault tests, where the wait itself is under test
 ANSWER_FIRST_TOKEN_S = 10.0  # where an answer is: this 2-core CPU reads a grounded prompt in 1-2 s
 
 
 def llm_settings(url: str, **changes) -> LlmSettings:
-    values = dict(url=url, model="smollm2-135m", first_token_s=ANSWER_FIRST_TOKEN_S, reply_s=30.0, knowledge_threshold=0.6,
-                  grounding_entries=3, visit_turns=6, temperature=0.0, max_words=60,
-                  system_prompt="You are the guide robot of a visitor centre. Answer in one or two short sentences.")
+    values = dict(
+        url=url,
+        model="smollm2-135m",
+        first_token_s=ANSWER_FIRST_TOKEN_S,
+        reply_s=30.0,
+        knowledge_threshold=0.6,
+        grounding_entries=3,
+        visit_turns=6,
+        temperature=0.0,
+        max_words=60,
+        system_prompt="You are the guide robot of a visitor centre. Answer in one or two short sentences.",
+    )
     return LlmSettings(**(values | changes))
 
 
 def dialogue_with(text_encoder, url: str, **changes) -> Dialogue:
-    return Dialogue(text_encoder, load_knowledge(), load_settings().dialogue,
-                    LlmClient(llm_settings(url, **changes)))
+    return Dialogue(text_encoder, load_knowledge(), load_settings().dialogue, LlmClient(llm_settings(url, **changes)))
 
 
 def spoken(answer) -> str:
@@ -41,10 +50,15 @@ def spoken(answer) -> str:
     return " ".join(answer.sentences())
 
 
-def test_the_first_sentence_reaches_the_speaker_before_the_server_has_finished(text_encoder, tts, make_conversation,
-                                                                               llm_line):
-    dialogue = dialogue_with(text_encoder, llm_line.url, max_words=100,  # a long reply (the model may ramble past it)
-                             system_prompt="You are a museum guide. Answer with five full sentences.")
+def test_the_first_sentence_reaches_the_speaker_before_the_server_has_finished(
+    text_encoder, tts, make_conversation, llm_line
+):
+    dialogue = dialogue_with(
+        text_encoder,
+        llm_line.url,
+        max_words=100,  # a long reply (the model may ramble past it)
+        system_prompt="You are a museum guide. Answer with five full sentences.",
+    )
     conversation = make_conversation(dialogue=dialogue)
     question = "Tell me about the history of bicycles."
     audio = tts.say(question)
@@ -77,8 +91,10 @@ def test_a_follow_up_question_uses_the_previous_turn_and_a_new_visit_forgets_it(
     assert follow_up.source == "llm"
     assert "dinosaur" in spoken(follow_up).lower()
     sent = llm_line.requests[-1]["messages"]
-    assert sent[1:3] == [{"role": "user", "content": "I am looking for the dinosaur exhibition."},
-                         {"role": "assistant", "content": first.spoken}]
+    assert sent[1:3] == [
+        {"role": "user", "content": "I am looking for the dinosaur exhibition."},
+        {"role": "assistant", "content": first.spoken},
+    ]
     assert sent[3]["role"] == "user" and sent[3]["content"].endswith("Question: What am I looking for?")
     dialogue.new_visit()  # the next visitor
     fresh = dialogue.answer("What am I looking for?")
@@ -92,17 +108,25 @@ def test_the_prompt_carries_the_closest_entries_and_the_reply_keeps_to_them(text
     assert answer.source == "llm"  # close to the opening hours, not close enough to answer from them
     asked = llm_line.requests[-1]["messages"][-1]["content"]
     assert dialogue.intents["opening_hours"].answer in asked and asked.endswith(
-        "Question: Can I still come in at eight in the evening on a Thursday?")
+        "Question: Can I still come in at eight in the evening on a Thursday?"
+    )
     said = spoken(answer).lower()
     hours = {"nine", "six", "9", "6"}  # the entry's hours; any other hour contradicts it
-    others = set(re.findall(r"\b(one|two|three|four|five|seven|eight|ten|eleven|twelve|\d{1,2})\b(?: ?[ap]\.?m|:00| o'clock)",
-                            said))
+    others = set(
+        re.findall(
+            r"\b(one|two|three|four|five|seven|eight|ten|eleven|twelve|\d{1,2})\b(?: ?[ap]\.?m|:00| o'clock)", said
+        )
+    )
     assert others <= hours, said
 
 
 def test_an_interruption_cancels_the_stream(text_encoder, llm_line):
-    dialogue = dialogue_with(text_encoder, llm_line.url, max_words=300,
-                             system_prompt="You are a museum guide. Answer with ten long sentences.")
+    dialogue = dialogue_with(
+        text_encoder,
+        llm_line.url,
+        max_words=300,
+        system_prompt="You are a museum guide. Answer with ten long sentences.",
+    )
     cancel = threading.Event()
     answer = dialogue.answer("Tell me everything about the history of trains.", cancel)
     sentences = answer.sentences()
@@ -142,8 +166,13 @@ def test_no_first_word_in_time_and_the_knowledge_base_answers(text_encoder, llm_
 
 def test_a_stream_that_stalls_ends_at_its_last_full_sentence(text_encoder, llm_line):
     llm_line.fault = "stall"
-    dialogue = dialogue_with(text_encoder, llm_line.url, max_words=120, first_token_s=3.0,
-                             system_prompt="You are a museum guide. Answer with five full sentences.")
+    dialogue = dialogue_with(
+        text_encoder,
+        llm_line.url,
+        max_words=120,
+        first_token_s=3.0,
+        system_prompt="You are a museum guide. Answer with five full sentences.",
+    )
     answer = dialogue.answer("Tell me about the history of bicycles.")
     started = time.monotonic()
     said = spoken(answer)
@@ -189,11 +218,24 @@ def test_only_the_configured_address_is_contacted_not_the_environments_proxy(tex
 
 
 def test_markup_lists_links_and_emoji_become_plain_sentences():
-    pieces = ["Here are **three** things 😀 to see:\n", "1. The *main* hall\n- The cafe ", "(see [our map](http://x.y/map))\n",
-              "## Opening\n", "Visit https://example.com/tickets today! ", "Enjoy ", "🎉 your visit"]
+    pieces = [
+        "Here are **three** things 😀 to see:\n",
+        "1. The *main* hall\n- The cafe ",
+        "(see [our map](http://x.y/map))\n",
+        "## Opening\n",
+        "Visit https://example.com/tickets today! ",
+        "Enjoy ",
+        "🎉 your visit",
+    ]
     reply = SpokenReply(iter(pieces), max_words=60)
-    assert list(reply.sentences()) == ["Here are three things to see:", "The main hall.", "The cafe (see our map).",
-                                       "Opening.", "Visit today!", "Enjoy your visit"]
+    assert list(reply.sentences()) == [
+        "Here are three things to see:",
+        "The main hall.",
+        "The cafe (see our map).",
+        "Opening.",
+        "Visit today!",
+        "Enjoy your visit",
+    ]
     assert speakable("`code` and ~~gone~~ | a | b |") == "code and gone a b"
 
 
@@ -212,6 +254,8 @@ def test_sentences_are_handed_out_as_soon_as_they_are_complete():
 def test_a_reply_ends_at_a_sentence_boundary_at_or_below_max_words():
     text = "One two three four. Five six seven. Eight nine ten eleven twelve. Thirteen."
     assert list(SpokenReply(iter([text]), max_words=8).sentences()) == ["One two three four.", "Five six seven."]
-    assert list(SpokenReply(iter(["A very long first sentence without end"]), max_words=3).sentences()) == ["A very long."]
+    assert list(SpokenReply(iter(["A very long first sentence without end"]), max_words=3).sentences()) == [
+        "A very long."
+    ]
     run_on = SpokenReply(iter(["word "] * 100_000), max_words=5)  # no sentence end ever: read no further than needed
     assert list(run_on.sentences()) == ["word word word word word."]

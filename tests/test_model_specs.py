@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from engines.model_specs import MODELS
+
 from calibration.targets import TARGETS
 from device.bench.models import WORKLOADS
-from engines.model_specs import MODELS
 
 
 def test_every_models_files_are_in_the_store(store):

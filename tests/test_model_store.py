@@ -9,6 +9,7 @@ from engines.errors import ModelFetchError, ModelStoreError
 from engines.store.model_store import ModelStore
 from engines.store.pins import STORE_FILES, WHEELS
 from engines.store.sync import sync_store
+
 from tests.conftest import run_cli
 
 
@@ -90,7 +91,12 @@ def test_models_list_json(fresh_store, wheelhouse):
     assert not {f["file"]: f for f in json.loads(result.stdout)["files"]}["tts.onnx.json"]["verified"]
     shutil.rmtree(root / "samples")
     assert sync_store(root, wheelhouse, report=lambda _: None) == [
-        "tts.onnx.json", "samples/beckett.wav", "samples/two_cities.wav", "samples/endgame.wav", "samples/clone-test.wav"]
+        "tts.onnx.json",
+        "samples/beckett.wav",
+        "samples/two_cities.wav",
+        "samples/endgame.wav",
+        "samples/clone-test.wav",
+    ]
 
 
 def test_conversion_is_deterministic_across_processes(fresh_store, store):

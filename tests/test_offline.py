@@ -24,14 +24,30 @@ PROXY_PORT = 9
 _INET = re.compile(r'sin6?_port=htons\((\d+)\), (?:sin_addr=inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6, "([^"]+)")')
 _RESOLVER = re.compile(r'sun_path="([^"]*(?:nscd|resolve)[^"]*)"')
 
-pytestmark = pytest.mark.skipif(shutil.which("strace") is None or shutil.which("unshare") is None,
-                                reason="needs strace and unshare (make test's set-up installs them)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("strace") is None or shutil.which("unshare") is None,
+    reason="needs strace and unshare (make test's set-up installs them)",
+)
 
 
 def offline(log: Path) -> list[str]:
     """The command prefix: a new network namespace with loopback up, then strace of the whole process tree."""
-    return ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "offline",
-            "strace", "-f", "-qq", "--seccomp-bpf", "-e", f"trace={SYSCALLS}", "-o", str(log)]
+    return [
+        "unshare",
+        "--net",
+        "sh",
+        "-c",
+        'ip link set lo up && exec "$@"',
+        "offline",
+        "strace",
+        "-f",
+        "-qq",
+        "--seccomp-bpf",
+        "-e",
+        f"trace={SYSCALLS}",
+        "-o",
+        str(log),
+    ]
 
 
 def destinations(log: Path) -> list[str]:
@@ -52,8 +68,10 @@ def written(home: Path) -> list[str]:
 def test_the_traced_namespace_records_a_connection_attempt(tmp_path):
     """The recipe itself: a connect to the proxy, and a name lookup, are seen (so an empty list means none)."""
     log = tmp_path / "strace.log"
-    probe = ("import socket\ntry: socket.create_connection(('127.0.0.1', %d), 1)\nexcept OSError: pass\n"
-             "try: socket.getaddrinfo('example.org', 443)\nexcept OSError: pass\n" % PROXY_PORT)
+    probe = (
+        "import socket\ntry: socket.create_connection(('127.0.0.1', %d), 1)\nexcept OSError: pass\n"
+        "try: socket.getaddrinfo('example.org', 443)\nexcept OSError: pass\n" % PROXY_PORT
+    )
     subprocess.run([*offline(log), sys.executable, "-c", probe], check=True, timeout=60)
     seen = destinations(log)
     assert f"127.0.0.1:{PROXY_PORT}" in seen
@@ -64,9 +82,29 @@ def test_the_demo_reaches_no_network_and_writes_only_its_own_directory(store, tm
     home, log = tmp_path / "user", tmp_path / "strace.log"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "ORIN_AVATAR_HOME"} | {
-        "HOME": str(home), "http_proxy": f"http://127.0.0.1:{PROXY_PORT}", "https_proxy": f"http://127.0.0.1:{PROXY_PORT}"}
-    result = subprocess.run([*offline(log), sys.executable, "-m", "device", "--store", str(store.root), "demo", "--fast",
-                             "--out", str(tmp_path / "out")], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        "HOME": str(home),
+        "http_proxy": f"http://127.0.0.1:{PROXY_PORT}",
+        "https_proxy": f"http://127.0.0.1:{PROXY_PORT}",
+    }
+    result = subprocess.run(
+        [
+            *offline(log),
+            sys.executable,
+            "-m",
+            "device",
+            "--store",
+            str(store.root),
+            "demo",
+            "--fast",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "out" / "replies.wav").stat().st_size > 100_000
     assert destinations(log) == []
@@ -81,8 +119,14 @@ def test_the_daemon_reaches_only_the_configured_llm_and_leaves_home_alone(store,
     config = tmp_path / "orin-avatar.toml"
     config.write_text('[llm]\nurl = "http://127.0.0.1:8089/v1"\nknowledge_threshold = 1.0\n')
     mic = _visit(tmp_path / "visit.wav", [1.0, "02-opening.wav", 9.0, "04-tickets.wav", 9.0])
-    daemon = Daemon(tmp_path, store, mic, config, wrapper=offline(log),
-                    env={"HOME": str(home), "http_proxy": f"http://127.0.0.1:{PROXY_PORT}"})
+    daemon = Daemon(
+        tmp_path,
+        store,
+        mic,
+        config,
+        wrapper=offline(log),
+        env={"HOME": str(home), "http_proxy": f"http://127.0.0.1:{PROXY_PORT}"},
+    )
     daemons.append(daemon)
     daemon.wait_for("READY=1", 120)
     deadline = time.monotonic() + 60

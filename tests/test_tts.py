@@ -56,12 +56,16 @@ def test_a_sentence_s_sound_comes_in_pieces_its_timings_with_the_first(tts):
     sentence = "The restrooms are on the second floor, next to the elevators."
     pieces = list(tts.pieces([p for group in tts.sentences(sentence) for p in group], sentence))
     sizes = [len(p.audio) // tts.hop for p in pieces]
-    assert sizes[:2] == list(VOCODER_PIECES[:2]) and len(sizes) > 2 and all(size <= VOCODER_PIECES[-1] for size in sizes)
+    assert (
+        sizes[:2] == list(VOCODER_PIECES[:2]) and len(sizes) > 2 and all(size <= VOCODER_PIECES[-1] for size in sizes)
+    )
     timings = pieces[0].phonemes
     assert timings[-1].start + timings[-1].length == sum(len(p.audio) for p in pieces)  # the whole sentence's
     assert all(p.phonemes == () for p in pieces[1:])
-    assert np.array_equal(np.concatenate([p.audio for p in pieces]), tts.synthesize_phonemes(
-        [p for group in tts.sentences(sentence) for p in group], sentence).audio)
+    assert np.array_equal(
+        np.concatenate([p.audio for p in pieces]),
+        tts.synthesize_phonemes([p for group in tts.sentences(sentence) for p in group], sentence).audio,
+    )
 
 
 def test_speak_cli_writes_wav_and_phoneme_timings(tmp_path):

@@ -14,12 +14,24 @@ def test_phonemes_map_to_distinct_mouth_shapes():
 
 
 def test_timeline_merges_repeats_skips_marks_and_ends_at_rest():
-    phonemes = (PhonemeTiming("^", 0, 100), PhonemeTiming("m", 100, 50), PhonemeTiming("ˈ", 150, 0),
-                PhonemeTiming("ɑ", 150, 80), PhonemeTiming("ː", 230, 20), PhonemeTiming("m", 250, 40),
-                PhonemeTiming("b", 290, 30), PhonemeTiming("$", 320, 10))
+    phonemes = (
+        PhonemeTiming("^", 0, 100),
+        PhonemeTiming("m", 100, 50),
+        PhonemeTiming("ˈ", 150, 0),
+        PhonemeTiming("ɑ", 150, 80),
+        PhonemeTiming("ː", 230, 20),
+        PhonemeTiming("m", 250, 40),
+        PhonemeTiming("b", 290, 30),
+        PhonemeTiming("$", 320, 10),
+    )
     timeline = viseme_timeline(phonemes, offset=1000)
     assert [(v.sample, v.shape) for v in timeline] == [
-        (1000, "rest"), (1100, "MBP"), (1150, "AI"), (1250, "MBP"), (1320, "rest")]
+        (1000, "rest"),
+        (1100, "MBP"),
+        (1150, "AI"),
+        (1250, "MBP"),
+        (1320, "rest"),
+    ]
 
 
 def test_synthesized_sentence_opens_and_closes_the_mouth(tts):
@@ -34,7 +46,11 @@ def test_synthesized_sentence_opens_and_closes_the_mouth(tts):
 
 def test_a_stress_mark_takes_the_shape_of_the_vowel_it_stresses():
     # Piper gives the stress mark a duration, and the stressed vowel sounds in it ("wˈɛl...")
-    phonemes = (PhonemeTiming("w", 0, 40), PhonemeTiming("ˈ", 40, 60), PhonemeTiming("ɛ", 100, 30),
-                PhonemeTiming("l", 130, 50))
+    phonemes = (
+        PhonemeTiming("w", 0, 40),
+        PhonemeTiming("ˈ", 40, 60),
+        PhonemeTiming("ɛ", 100, 30),
+        PhonemeTiming("l", 130, 50),
+    )
     timeline = viseme_timeline(phonemes)
     assert [(v.sample, v.shape) for v in timeline] == [(0, "WQ"), (40, "E"), (130, "L"), (180, "rest")]

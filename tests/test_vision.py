@@ -17,7 +17,6 @@ from device.vision.perception import Perception
 from tests.conftest import FPS, visitor_clip
 
 
-
 def clip_frames(path):
     """(media time, frame) of a video file, read by OpenCV as the camera reads it."""
     capture = cv2.VideoCapture(str(path))
@@ -34,8 +33,9 @@ def test_a_visitor_arrives_stays_and_leaves(faces, tmp_path):
     clip = tmp_path / "visit.avi"
     visitor_clip(clip, 1.0, 3.0, 3.0)
     events, gazes = [], []
-    perception = Perception(None, faces, Engagement(EngagementSettings(60, 0.5, 1.5)), 5.0,
-                            events.append, gazes.append, start=False)
+    perception = Perception(
+        None, faces, Engagement(EngagementSettings(60, 0.5, 1.5)), 5.0, events.append, gazes.append, start=False
+    )
     for index, (at, frame) in enumerate(clip_frames(clip)):
         if index % (FPS // 5) == 0:
             perception.observe((at, frame), at)

@@ -24,9 +24,24 @@ def x_server(width: int, height: int, *options: str, display: str = "") -> Itera
     """(":<n>", the server's process) while running; the server is stopped after. `display` (":<n>")
     asks for that display, as an X server restarted on a kiosk comes back on its old one."""
     read, write = os.pipe()
-    server = subprocess.Popen(["Xvfb", *([display] if display else []), "-displayfd", str(write), "-screen", "0", f"{width}x{height}x24",
-                               "-nolisten", "tcp", "-noreset", *options],
-                              pass_fds=(write,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            "Xvfb",
+            *([display] if display else []),
+            "-displayfd",
+            str(write),
+            "-screen",
+            "0",
+            f"{width}x{height}x24",
+            "-nolisten",
+            "tcp",
+            "-noreset",
+            *options,
+        ],
+        pass_fds=(write,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     os.close(write)
     try:
         number = b""
@@ -46,6 +61,8 @@ def x_server(width: int, height: int, *options: str, display: str = "") -> Itera
 
 def screenshot(display: str, width: int, height: int) -> np.ndarray:
     """The whole screen of `display`, RGB, as ImageMagick's `import` reads it from the server."""
-    shot = subprocess.run(["import", "-display", display, "-window", "root", "-depth", "8", "rgb:-"], capture_output=True, timeout=30)
+    shot = subprocess.run(
+        ["import", "-display", display, "-window", "root", "-depth", "8", "rgb:-"], capture_output=True, timeout=30
+    )
     assert shot.returncode == 0, shot.stderr
     return np.frombuffer(shot.stdout, np.uint8).reshape(height, width, 3)

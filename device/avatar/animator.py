@@ -16,8 +16,17 @@ from typing import Callable
 
 from device.avatar.mouths import REST, Mouth, blend, mouth_at
 from device.avatar.renderer import Pose
-from device.messages import (Interrupt, LookAt, Presence, ReplyChunk, ReplyPaused, ReplyResumed, SpeechStarted, Utterance,
-                             Viseme)
+from device.messages import (
+    Interrupt,
+    LookAt,
+    Presence,
+    ReplyChunk,
+    ReplyPaused,
+    ReplyResumed,
+    SpeechStarted,
+    Utterance,
+    Viseme,
+)
 
 GAZE_SMOOTHING_S = 0.15  # time constant with which the eyes follow their target
 BLINK_MEAN_S = 4.0  # people blink every 2-10 s
@@ -94,8 +103,14 @@ class Avatar:
     def pose(self, t: float) -> Pose:
         dt = max(0.0, t - self._last_t)
         self._last_t = t
-        return Pose(mouth=self._mouth_now(dt), gaze=self._gaze_now(t, dt), lids=self._lids(t),
-                    brows=_BROWS[self.state], sway=self._sway(t), glow=1.0 if self.state == State.LISTENING else 0.0)
+        return Pose(
+            mouth=self._mouth_now(dt),
+            gaze=self._gaze_now(t, dt),
+            lids=self._lids(t),
+            brows=_BROWS[self.state],
+            sway=self._sway(t),
+            glow=1.0 if self.state == State.LISTENING else 0.0,
+        )
 
     def _mouth_now(self, dt: float) -> Mouth:
         target = REST

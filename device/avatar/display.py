@@ -33,7 +33,9 @@ PAINT_CHECK_FRAMES = 15  # frames shown (0.5 s at 30 fps) before the screen is c
 # in a row miss. Not made again for ever: where the screen is not seen to show it (in the unit's
 # sandbox, emulated in tests/test_faults.py, four checks in a row missed) it would be re-made each second.
 WINDOW_ATTEMPTS = 10
-PAINTED_TOLERANCE = 8.0  # mean absolute difference (of 255) allowed between the screen and the frame: scaling, a frame's lag
+PAINTED_TOLERANCE = (
+    8.0  # mean absolute difference (of 255) allowed between the screen and the frame: scaling, a frame's lag
+)
 
 
 def x_display_reachable(display: str | None = None) -> bool:
@@ -89,16 +91,20 @@ class WindowSink:
         self._frame = shared_memory.SharedMemory(create=True, size=width * height * 3)
         self._shape = (height, width, 3)
         self._ready = context.Event()  # set by the parent when a new frame is in the shared memory
-        self._child = context.Process(target=_draw_window, name="avatar-window", daemon=True,
-                                      args=(self._frame.name, self._shape, self._ready))
+        self._child = context.Process(
+            target=_draw_window, name="avatar-window", daemon=True, args=(self._frame.name, self._shape, self._ready)
+        )
         self._child.start()
         self._lost = False
 
     def show(self, frame: np.ndarray) -> bool:
         if not self._child.is_alive():
             if not self._lost:
-                log.error("the display's window process ended (exit %s: the X server went away?); the conversation "
-                          "goes on without it", self._child.exitcode)
+                log.error(
+                    "the display's window process ended (exit %s: the X server went away?); the conversation "
+                    "goes on without it",
+                    self._child.exitcode,
+                )
             self._lost = True
             return False
         np.ndarray(self._shape, np.uint8, self._frame.buf)[:] = frame
@@ -132,8 +138,13 @@ def _draw_window(name: str, shape: tuple[int, int, int], ready) -> None:
         if attempt == WINDOW_ATTEMPTS:
             log.error("the avatar's window is still unpainted after %d attempts; it stays as it is", attempt)
             break
-        log.warning("the avatar's window was not painted after %d frames (Qt missed the X server's map event); "
-                    "making it again (attempt %d of %d)", PAINT_CHECK_FRAMES, attempt + 1, WINDOW_ATTEMPTS)
+        log.warning(
+            "the avatar's window was not painted after %d frames (Qt missed the X server's map event); "
+            "making it again (attempt %d of %d)",
+            PAINT_CHECK_FRAMES,
+            attempt + 1,
+            WINDOW_ATTEMPTS,
+        )
         cv2.destroyWindow(WINDOW)
     while True:
         _show_frames(pixels, ready, 1)
@@ -177,7 +188,9 @@ def screen_shows(frame: np.ndarray, rect: tuple[int, int, int, int]) -> bool | N
     fitted_w, fitted_h = round(frame.shape[1] * scale), round(frame.shape[0] * scale)
     left, top = x + (width - fitted_w) // 2, y + (height - fitted_h) // 2
     try:
-        grabbed = ImageGrab.grab(bbox=(left, top, left + fitted_w, top + fitted_h), xdisplay=os.environ.get("DISPLAY", ""))
+        grabbed = ImageGrab.grab(
+            bbox=(left, top, left + fitted_w, top + fitted_h), xdisplay=os.environ.get("DISPLAY", "")
+        )
     except OSError as error:
         log.info("cannot read the screen to check the avatar's window (%s)", error)
         return None
@@ -207,9 +220,33 @@ class VideoFileSink:
             return
         self._silent, self._shape = self.path.with_suffix(".video" + self.path.suffix), (height, width, 3)
         self._encoder = subprocess.Popen(
-            [self._ffmpeg, "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "bgr24", "-s", f"{width}x{height}",
-             "-r", f"{fps:g}", "-i", "-", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-preset", "veryfast", str(self._silent)],
-            stdin=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)  # a Ctrl-C is ours to handle
+            [
+                self._ffmpeg,
+                "-y",
+                "-loglevel",
+                "error",
+                "-f",
+                "rawvideo",
+                "-pix_fmt",
+                "bgr24",
+                "-s",
+                f"{width}x{height}",
+                "-r",
+                f"{fps:g}",
+                "-i",
+                "-",
+                "-c:v",
+                "libx264",
+                "-pix_fmt",
+                "yuv420p",
+                "-preset",
+                "veryfast",
+                str(self._silent),
+            ],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )  # a Ctrl-C is ours to handle
 
     def helper_cpu_seconds(self) -> float:
         """The encoder's CPU time (ffmpeg's process)."""
@@ -238,7 +275,11 @@ class VideoFileSink:
         kept = [self._silent] + ([wav] if wav else [])
         if self._encoder is None:
             self._writer.release()
-            log.warning("ffmpeg is not installed: the avatar video stays %s%s", self._silent, f" with its audio {wav}" if wav else "")
+            log.warning(
+                "ffmpeg is not installed: the avatar video stays %s%s",
+                self._silent,
+                f" with its audio {wav}" if wav else "",
+            )
             return kept
         try:
             self._encoder.stdin.close()
@@ -250,11 +291,30 @@ class VideoFileSink:
             return [p for p in kept if p.exists()]
         if wav is None:
             return [self._silent.replace(self.path)]
-        command = [self._ffmpeg, "-y", "-loglevel", "error", "-i", str(self._silent), "-i", str(wav), "-c:v", "copy",
-                   "-c:a", "aac", "-shortest", str(self.path)]
+        command = [
+            self._ffmpeg,
+            "-y",
+            "-loglevel",
+            "error",
+            "-i",
+            str(self._silent),
+            "-i",
+            str(wav),
+            "-c:v",
+            "copy",
+            "-c:a",
+            "aac",
+            "-shortest",
+            str(self.path),
+        ]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
-            log.warning("ffmpeg could not write %s (%s); the video stays %s", self.path, result.stderr.strip()[-300:], self._silent)
+            log.warning(
+                "ffmpeg could not write %s (%s); the video stays %s",
+                self.path,
+                result.stderr.strip()[-300:],
+                self._silent,
+            )
             return kept
         self._silent.unlink()
         wav.unlink()
@@ -266,8 +326,11 @@ def open_display(kind: str, width: int, height: int, fps: float, path: Path | No
     if kind == "window":
         if x_display_reachable():
             return WindowSink(width, height)
-        log.warning("no X display at DISPLAY=%r: the avatar is not shown%s", os.environ.get("DISPLAY", ""),
-                    f"; writing it to {path}" if path else "")
+        log.warning(
+            "no X display at DISPLAY=%r: the avatar is not shown%s",
+            os.environ.get("DISPLAY", ""),
+            f"; writing it to {path}" if path else "",
+        )
         kind = "file" if path else "null"
     if kind == "file" and path is not None:
         return VideoFileSink(path, width, height, fps)

@@ -2,7 +2,8 @@
 
 Each motion is a displacement of the face mesh's landmarks at full strength (the jaw dropped, the
 irises turned to one side). Blinks are not a warp: stretching the skin above an eye over it drags the
-lashes' dark line down with it, so the portrait paints its lids (device/avatar/portrait.py). Once, at start, each is spread over the pixels around the face by
+lashes' dark line down with it, so the portrait paints its lids (device/avatar/portrait.py).
+Once, at start, each is spread over the pixels around the face by
 piecewise-linear interpolation over the triangulated landmarks (scipy's griddata), as a backward map on
 a coarse grid: where each output pixel takes its colour from, at full strength. Per frame a pose is a
 weighted sum of these few fields, enlarged to the face's region and applied with one cv2.remap, which
@@ -62,17 +63,23 @@ def face_height(points: np.ndarray) -> float:
     return float(np.linalg.norm(points[CHIN] - points[FOREHEAD]))
 
 
-def build_rig(points: np.ndarray, irises: np.ndarray, iris_radius: float, frame_height: int,
-              frame_size: tuple[int, int]) -> FaceRig:
+def build_rig(
+    points: np.ndarray, irises: np.ndarray, iris_radius: float, frame_height: int, frame_size: tuple[int, int]
+) -> FaceRig:
     """The rig of a face whose landmarks (468 x 2), iris centres and radius are in frame pixels."""
     unit = face_height(points)
-    rings = [centre + iris_radius * np.stack([IRIS_RING_SIZE[0] * np.cos(a), IRIS_RING_SIZE[1] * np.sin(a)], 1)
-             for centre in irises for a in [np.linspace(0, 2 * np.pi, IRIS_RING, endpoint=False)]]
+    rings = [
+        centre + iris_radius * np.stack([IRIS_RING_SIZE[0] * np.cos(a), IRIS_RING_SIZE[1] * np.sin(a)], 1)
+        for centre in irises
+        for a in [np.linspace(0, 2 * np.pi, IRIS_RING, endpoint=False)]
+    ]
     rest = np.vstack([points, irises[0], rings[0], irises[1], rings[1]])
     region = _region(points, unit, frame_size)
     moves = _moves(rest, points, unit, iris_radius, frame_height)
     fields = [_backward_field(rest, moves[m], region) for m in MOTIONS]
-    return FaceRig(region, fields[0].shape[:2], tuple(_trimmed(f) for f in fields), np.stack([moves[m] for m in MOTIONS]), rest)
+    return FaceRig(
+        region, fields[0].shape[:2], tuple(_trimmed(f) for f in fields), np.stack([moves[m] for m in MOTIONS]), rest
+    )
 
 
 def _trimmed(field: np.ndarray) -> tuple[tuple[slice, slice], np.ndarray]:
@@ -88,10 +95,17 @@ def _region(points: np.ndarray, unit: float, frame_size: tuple[int, int]) -> tup
     (x0, y0), (x1, y1) = points.min(0), points.max(0)
     margin = 0.25 * unit
     width, height = frame_size
-    return (max(0, int(x0 - margin)), max(0, int(y0 - margin)), min(width, int(x1 + margin)), min(height, int(y1 + 1.2 * margin)))
+    return (
+        max(0, int(x0 - margin)),
+        max(0, int(y0 - margin)),
+        min(width, int(x1 + margin)),
+        min(height, int(y1 + 1.2 * margin)),
+    )
 
 
-def _moves(rest: np.ndarray, points: np.ndarray, unit: float, iris_radius: float, frame_height: int) -> dict[str, np.ndarray]:
+def _moves(
+    rest: np.ndarray, points: np.ndarray, unit: float, iris_radius: float, frame_height: int
+) -> dict[str, np.ndarray]:
     n = len(points)
     zero = np.zeros_like(rest)
     mouth = points[list(LIPS_OUTER_UPPER + LIPS_OUTER_LOWER)]
@@ -126,12 +140,20 @@ def _backward_field(rest: np.ndarray, move: np.ndarray, region: tuple[int, int, 
     """For each coarse cell of the region, the offset to the pixel it shows when the control points
     have moved by `move`: the displacement interpolated over the moved points' triangles, negated;
     fixed at the region's edge."""
-    from scipy.interpolate import griddata  # here: scipy.interpolate takes 0.7 s to import, and only a portrait needs it
+    from scipy.interpolate import (
+        griddata,
+    )  # here: scipy.interpolate takes 0.7 s to import, and only a portrait needs it
 
     x0, y0, x1, y1 = region
     xs, ys = np.arange(x0, x1 + GRID_STEP, GRID_STEP), np.arange(y0, y1 + GRID_STEP, GRID_STEP)
-    edge = np.vstack([np.stack([xs, np.full_like(xs, y0)], 1), np.stack([xs, np.full_like(xs, ys[-1])], 1),
-                      np.stack([np.full_like(ys, x0), ys], 1), np.stack([np.full_like(ys, xs[-1]), ys], 1)]).astype(float)
+    edge = np.vstack(
+        [
+            np.stack([xs, np.full_like(xs, y0)], 1),
+            np.stack([xs, np.full_like(xs, ys[-1])], 1),
+            np.stack([np.full_like(ys, x0), ys], 1),
+            np.stack([np.full_like(ys, xs[-1]), ys], 1),
+        ]
+    ).astype(float)
     moved = np.vstack([rest + move, edge])
     shift = np.vstack([-move, np.zeros_like(edge)])
     grid = np.stack(np.meshgrid(xs, ys), -1).reshape(-1, 2).astype(float)

@@ -42,7 +42,9 @@ LEAD_S = 0.06
 
 def blend(a: Mouth, b: Mouth, weight: float) -> Mouth:
     w = float(np.clip(weight, 0.0, 1.0))
-    return Mouth(*(x + (y - x) * w for x, y in zip((a.open, a.width, a.round, a.teeth), (b.open, b.width, b.round, b.teeth))))
+    return Mouth(
+        *(x + (y - x) * w for x, y in zip((a.open, a.width, a.round, a.teeth), (b.open, b.width, b.round, b.teeth)))
+    )
 
 
 def mouth_at(visemes: tuple[Viseme, ...], sample: int, rate: int) -> Mouth:

@@ -56,22 +56,36 @@ def judge(photo: np.ndarray, landmarks: FaceLandmarks) -> PhotoVerdict:
     eyes_span = p[263] - p[33]
     turn = float(np.dot(p[NOSE_TIP] - (p[33] + p[263]) / 2, eyes_span) / np.dot(eyes_span, eyes_span))
     tilt = float(np.degrees(np.arctan2(eyes_span[1], eyes_span[0])))
-    eyes = min(np.linalg.norm(p[159] - p[145]) / np.linalg.norm(p[33] - p[133]),
-               np.linalg.norm(p[386] - p[374]) / np.linalg.norm(p[362] - p[263]))
+    eyes = min(
+        np.linalg.norm(p[159] - p[145]) / np.linalg.norm(p[33] - p[133]),
+        np.linalg.norm(p[386] - p[374]) / np.linalg.norm(p[362] - p[263]),
+    )
     lips = float(np.linalg.norm(p[13] - p[14]) / np.linalg.norm(p[61] - p[291]))
     light, contrast, sides = _lighting(photo, p)
-    measures = {"faces": 1, "face_px": round(size, 1), "turn": round(turn, 3), "tilt_deg": round(tilt, 1),
-                "eye_opening": round(float(eyes), 3), "lip_gap": round(lips, 3), "luminance": round(light, 1),
-                "contrast": round(contrast, 1), "side_light_ratio": round(sides, 2)}
+    measures = {
+        "faces": 1,
+        "face_px": round(size, 1),
+        "turn": round(turn, 3),
+        "tilt_deg": round(tilt, 1),
+        "eye_opening": round(float(eyes), 3),
+        "lip_gap": round(lips, 3),
+        "luminance": round(light, 1),
+        "contrast": round(contrast, 1),
+        "side_light_ratio": round(sides, 2),
+    }
     problems, advice = [], []
     if landmarks.presence < 0.5:
         problems.append("the face mesh does not see a face where the detector found one: use a sharper, frontal photo")
     if size < MIN_FACE_PX:
-        problems.append(f"the face is {size:.0f} px from forehead to chin; it needs at least {MIN_FACE_PX} px "
-                        "(it is enlarged to fill the screen): use a larger or closer photo")
+        problems.append(
+            f"the face is {size:.0f} px from forehead to chin; it needs at least {MIN_FACE_PX} px "
+            "(it is enlarged to fill the screen): use a larger or closer photo"
+        )
     if abs(turn) > MAX_TURN:
-        problems.append(f"the face is turned to its {'left' if turn > 0 else 'right'} (a profile or three-quarter view): "
-                        "use a photo looking straight into the camera")
+        problems.append(
+            f"the face is turned to its {'left' if turn > 0 else 'right'} (a profile or three-quarter view): "
+            "use a photo looking straight into the camera"
+        )
     if abs(tilt) > MAX_TILT_DEG:
         problems.append(f"the head is tilted {abs(tilt):.0f} degrees: straighten the photo")
     if eyes < MIN_EYE_OPENING:
@@ -79,15 +93,21 @@ def judge(photo: np.ndarray, landmarks: FaceLandmarks) -> PhotoVerdict:
     if lips > OPEN_MOUTH:
         problems.append("the mouth is open: use a photo with the mouth closed")
     elif lips > PARTED_LIPS:
-        advice.append("the lips are parted (teeth show): the avatar draws its own mouth over them; "
-                      "a photo with the mouth closed looks more natural")
+        advice.append(
+            "the lips are parted (teeth show): the avatar draws its own mouth over them; "
+            "a photo with the mouth closed looks more natural"
+        )
     if light < DARK or light > BRIGHT:
-        problems.append(f"the face is {'too dark' if light < DARK else 'overexposed'} (mean {light:.0f} of 255): "
-                        "use an evenly lit photo")
+        problems.append(
+            f"the face is {'too dark' if light < DARK else 'overexposed'} (mean {light:.0f} of 255): "
+            "use an evenly lit photo"
+        )
     elif contrast < MIN_CONTRAST:
         advice.append("the face has little contrast: a sharper, better lit photo shows more expression")
     if sides > ONE_SIDED:
-        advice.append(f"one side of the face is {sides:.1f}x brighter than the other: light from the front looks better")
+        advice.append(
+            f"one side of the face is {sides:.1f}x brighter than the other: light from the front looks better"
+        )
     return PhotoVerdict(tuple(problems), tuple(advice), measures)
 
 

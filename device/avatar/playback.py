@@ -12,8 +12,9 @@ from device.avatar.renderer import Renderer
 PAUSE_S = 0.6  # between replies the avatar listens
 
 
-def render_replies(replies: list[tuple[np.ndarray, tuple, int]], renderer: Renderer, sink, fps: float,
-                   avatar: Avatar | None = None) -> np.ndarray:
+def render_replies(
+    replies: list[tuple[np.ndarray, tuple, int]], renderer: Renderer, sink, fps: float, avatar: Avatar | None = None
+) -> np.ndarray:
     """Render each (audio, visemes, rate) reply after a listening pause; return the soundtrack that
     goes with the frames. The mouth follows a sample clock advancing one frame's worth of samples
     per frame, as a sound card's would."""
@@ -38,5 +39,8 @@ def render_replies(replies: list[tuple[np.ndarray, tuple, int]], renderer: Rende
             played[0] = int(frame * per_frame)
             show()
         avatar.silence()
-        soundtrack += [np.zeros(round(pause * per_frame), np.float32), np.pad(audio, (0, round(frames * per_frame) - len(audio)))]
+        soundtrack += [
+            np.zeros(round(pause * per_frame), np.float32),
+            np.pad(audio, (0, round(frames * per_frame) - len(audio))),
+        ]
     return np.concatenate(soundtrack) if soundtrack else np.zeros(0, np.float32)

@@ -4,7 +4,8 @@ Once, at start, the face is located (BlazeFace, then the face mesh and irises; c
 directory) and the photo is scaled so the face fills the frame's middle; the rig spreads each motion
 over the face (device/avatar/face_rig.py). Per frame the pose's weights blend the rig's fields, one
 cv2.remap warps the face's region, and a mouth interior (shadow, upper teeth, tongue) is drawn inside
-the opened inner lips, and the lids are painted over the eyes for blinks. Faces are personal data: the cached landmarks stay in the state directory,
+the opened inner lips, and the lids are painted over the eyes for blinks.
+Faces are personal data: the cached landmarks stay in the state directory,
 readable by the service's user only.
 """
 
@@ -20,8 +21,18 @@ import numpy as np
 from engines.errors import InputError
 from engines.store.model_store import ModelStore, state_home
 
-from device.avatar.face_rig import (BROWS, EYES_LOWER, EYES_UPPER, HEAD_SHIFT, LIPS_INNER_LOWER, LIPS_INNER_UPPER, MOTIONS,
-                                   FaceRig, build_rig, face_height)
+from device.avatar.face_rig import (
+    BROWS,
+    EYES_LOWER,
+    EYES_UPPER,
+    HEAD_SHIFT,
+    LIPS_INNER_LOWER,
+    LIPS_INNER_UPPER,
+    MOTIONS,
+    FaceRig,
+    build_rig,
+    face_height,
+)
 from device.avatar.mouths import REST
 from device.avatar.renderer import SHIFT, Pose, blend
 from device.models import catalog
@@ -53,7 +64,9 @@ def locate_face(photo: np.ndarray, store: ModelStore, threads: int = 1) -> FaceL
     return catalog.load_face_mesh(store, threads).landmarks(photo, faces[0])
 
 
-def cached_landmarks(photo: np.ndarray, store: ModelStore, threads: int = 1, cache_dir: Path | None = None) -> FaceLandmarks:
+def cached_landmarks(
+    photo: np.ndarray, store: ModelStore, threads: int = 1, cache_dir: Path | None = None
+) -> FaceLandmarks:
     """The face's landmarks, from the state directory's cache when this photo (its pixels, whatever the
     file is called) was seen before."""
     cache_dir = cache_dir or state_home() / "portraits"
@@ -61,14 +74,21 @@ def cached_landmarks(photo: np.ndarray, store: ModelStore, threads: int = 1, cac
     cached = cache_dir / f"{key}.v{CACHE_VERSION}.npz"
     if cached.is_file():
         with np.load(cached) as saved:
-            return FaceLandmarks(saved["points"], saved["irises"], float(saved["iris_radius"]), float(saved["presence"]))
+            return FaceLandmarks(
+                saved["points"], saved["irises"], float(saved["iris_radius"]), float(saved["presence"])
+            )
     landmarks = locate_face(photo, store, threads)
     cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     partial = cached.with_suffix(".partial")
     descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "wb") as out:
-        np.savez(out, points=landmarks.points, irises=landmarks.irises, iris_radius=landmarks.iris_radius,
-                 presence=landmarks.presence)
+        np.savez(
+            out,
+            points=landmarks.points,
+            irises=landmarks.irises,
+            iris_radius=landmarks.iris_radius,
+            presence=landmarks.presence,
+        )
     partial.replace(cached)
     return landmarks
 
@@ -95,7 +115,9 @@ class PortraitRenderer:
     def __init__(self, photo: np.ndarray, landmarks: FaceLandmarks, width: int, height: int) -> None:
         self.width, self.height = width, height
         fit = _fit(landmarks.points, width, height)
-        self._frame = cv2.warpAffine(photo, fit, (width, height), flags=cv2.INTER_CUBIC, borderMode=cv2.BORDER_REPLICATE)
+        self._frame = cv2.warpAffine(
+            photo, fit, (width, height), flags=cv2.INTER_CUBIC, borderMode=cv2.BORDER_REPLICATE
+        )
         points, irises = (p @ fit[:, :2].T + fit[:, 2] for p in (landmarks.points, landmarks.irises))
         self.rig: FaceRig = build_rig(points, irises, landmarks.iris_radius * fit[0, 0], height, (width, height))
         self._out = self._frame.copy()
@@ -104,10 +126,19 @@ class PortraitRenderer:
     def weights(self, pose: Pose) -> np.ndarray:
         """The rig's motions for a pose, in MOTIONS order."""
         mouth = pose.mouth
-        spread = mouth.width - REST.width  # the mouths' widest (+0.2) spreads fully, their narrowest (-0.4) narrows as much
-        values = {"open": mouth.open, "spread": spread / (0.2 if spread > 0 else 0.4), "round": mouth.round,
-                  "brows": pose.brows, "gaze_x": pose.gaze[0], "gaze_y": pose.gaze[1],
-                  "sway_x": pose.sway[0] / HEAD_SHIFT, "sway_y": pose.sway[1] / HEAD_SHIFT}
+        spread = (
+            mouth.width - REST.width
+        )  # the mouths' widest (+0.2) spreads fully, their narrowest (-0.4) narrows as much
+        values = {
+            "open": mouth.open,
+            "spread": spread / (0.2 if spread > 0 else 0.4),
+            "round": mouth.round,
+            "brows": pose.brows,
+            "gaze_x": pose.gaze[0],
+            "gaze_y": pose.gaze[1],
+            "sway_x": pose.sway[0] / HEAD_SHIFT,
+            "sway_y": pose.sway[1] / HEAD_SHIFT,
+        }
         return np.array([values[m] for m in MOTIONS], np.float32)
 
     def render(self, pose: Pose) -> np.ndarray:
@@ -121,8 +152,13 @@ class PortraitRenderer:
         offsets = cv2.resize(coarse, (x1 - x0, y1 - y0), interpolation=cv2.INTER_LINEAR)
         frame = self._out
         # WARP_RELATIVE_MAP (OpenCV 4.10): the map holds offsets from each pixel, not coordinates
-        frame[y0:y1, x0:x1] = cv2.remap(self._frame[y0:y1, x0:x1], offsets, None,
-                                        cv2.INTER_LINEAR | cv2.WARP_RELATIVE_MAP, borderMode=cv2.BORDER_REPLICATE)
+        frame[y0:y1, x0:x1] = cv2.remap(
+            self._frame[y0:y1, x0:x1],
+            offsets,
+            None,
+            cv2.INTER_LINEAR | cv2.WARP_RELATIVE_MAP,
+            borderMode=cv2.BORDER_REPLICATE,
+        )
         points = self.rig.rest + self.rig.point_offsets(weights)
         self._mouth(frame, points, pose)
         if pose.lids > 0:
@@ -137,8 +173,15 @@ class PortraitRenderer:
         edge = upper + closed * (lower + LOWER_LID_SHARE * (upper - lower) - upper)
         lid = np.vstack([upper - (0, 1), edge[::-1]])
         cv2.fillPoly(frame, [np.round(lid * (1 << SHIFT)).astype(np.int32)], colour, cv2.LINE_AA, SHIFT)
-        cv2.polylines(frame, [np.round(edge * (1 << SHIFT)).astype(np.int32)], False, LASHES,
-                      max(1, round(self.height / 540)), cv2.LINE_AA, SHIFT)
+        cv2.polylines(
+            frame,
+            [np.round(edge * (1 << SHIFT)).astype(np.int32)],
+            False,
+            LASHES,
+            max(1, round(self.height / 540)),
+            cv2.LINE_AA,
+            SHIFT,
+        )
 
     def _mouth(self, frame: np.ndarray, points: np.ndarray, pose: Pose) -> None:
         """The inside of the mouth where the inner lips have parted: a shadow, the upper teeth under the
@@ -156,9 +199,29 @@ class PortraitRenderer:
         inside[:] = CAVITY
         width = upper[-1, 0] - upper[0, 0]
         teeth = 0.18 * width * (0.6 + 0.4 * pose.mouth.teeth)
-        top = (upper[:, 1].min() - by0)
-        cv2.ellipse(inside, (int((upper[:, 0].mean() - bx0) * 16), int(top * 16)), (int(width * 0.42 * 16), int(teeth * 16)),
-                    0, 0, 180, TEETH, -1, cv2.LINE_AA, SHIFT)
-        cv2.ellipse(inside, (int((lower[:, 0].mean() - bx0) * 16), int((lower[:, 1].max() - by0) * 16)),
-                    (int(width * 0.3 * 16), int(gap * 0.45 * 16)), 0, 180, 360, TONGUE, -1, cv2.LINE_AA, SHIFT)
+        top = upper[:, 1].min() - by0
+        cv2.ellipse(
+            inside,
+            (int((upper[:, 0].mean() - bx0) * 16), int(top * 16)),
+            (int(width * 0.42 * 16), int(teeth * 16)),
+            0,
+            0,
+            180,
+            TEETH,
+            -1,
+            cv2.LINE_AA,
+            SHIFT,
+        )
+        cv2.ellipse(
+            inside,
+            (int((lower[:, 0].mean() - bx0) * 16), int((lower[:, 1].max() - by0) * 16)),
+            (int(width * 0.3 * 16), int(gap * 0.45 * 16)),
+            0,
+            180,
+            360,
+            TONGUE,
+            -1,
+            cv2.LINE_AA,
+            SHIFT,
+        )
         blend(box, inside, mask)

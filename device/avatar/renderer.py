@@ -82,33 +82,59 @@ class Renderer:
         for side in (-1, 1):
             ear = (cx + side * 0.255 * u, cy + 0.01 * u)
             self._ellipse(frame, ear, (0.042 * u, 0.068 * u), c.skin, -1)
-            self._ellipse(frame, (ear[0] + side * 0.008 * u, ear[1]), (0.02 * u, 0.04 * u), self._shade, max(1, int(0.006 * u)),
-                          arc=(90 - side * 70, 90 + side * 110))
+            self._ellipse(
+                frame,
+                (ear[0] + side * 0.008 * u, ear[1]),
+                (0.02 * u, 0.04 * u),
+                self._shade,
+                max(1, int(0.006 * u)),
+                arc=(90 - side * 70, 90 + side * 110),
+            )
         self._ellipse(frame, (cx, cy), (HEAD[0] * u, HEAD[1] * u), c.skin, -1)
         self._fringe(frame, cx, cy)
         for side in (-1, 1):
             self._ellipse(frame, (cx + side * 0.15 * u, cy + 0.085 * u), (0.045 * u, 0.026 * u), self._blush, -1)
             self._eye(frame, (cx + side * EYE_SPACING * u, cy + EYE_HEIGHT * u), pose)
             self._brow(frame, cx, cy, side, pose.brows)
-        self._ellipse(frame, (cx, cy + 0.055 * u), (0.024 * u, 0.016 * u), self._shade, max(1, int(0.007 * u)), arc=(20, 160))
+        self._ellipse(
+            frame, (cx, cy + 0.055 * u), (0.024 * u, 0.016 * u), self._shade, max(1, int(0.007 * u)), arc=(20, 160)
+        )
         self._mouth(frame, (cx, cy + MOUTH_HEIGHT * u), pose.mouth)
         return frame
 
     def _body(self, frame: np.ndarray, cx: float, cy: float, breath: float) -> None:
         u, c = self.height, self.colours
-        neck = np.array([(cx - 0.085 * u, cy + 0.2 * u), (cx + 0.085 * u, cy + 0.2 * u),
-                         (cx + 0.095 * u, cy + 0.48 * u), (cx - 0.095 * u, cy + 0.48 * u)])
+        neck = np.array(
+            [
+                (cx - 0.085 * u, cy + 0.2 * u),
+                (cx + 0.085 * u, cy + 0.2 * u),
+                (cx + 0.095 * u, cy + 0.48 * u),
+                (cx - 0.095 * u, cy + 0.48 * u),
+            ]
+        )
         self._polygon(frame, neck, self._shade)
         self._ellipse(frame, (cx, cy + 0.72 * u + breath), (0.44 * u, 0.3 * u), c.clothes, -1)
-        self._ellipse(frame, (cx, cy + 0.43 * u + breath), (0.1 * u, 0.06 * u), _mix(c.skin, self._shade, 0.5), -1, arc=(0, 180))
+        self._ellipse(
+            frame, (cx, cy + 0.43 * u + breath), (0.1 * u, 0.06 * u), _mix(c.skin, self._shade, 0.5), -1, arc=(0, 180)
+        )
 
     def _fringe(self, frame: np.ndarray, cx: float, cy: float) -> None:
         """Hair over the top of the head, parted on one side."""
         u = self.height
-        crown = cv2.ellipse2Poly((int(cx * 16), int((cy - 0.02 * u) * 16)), (int(0.272 * u * 16), int(0.345 * u * 16)),
-                                 0, 185, 355, 5).astype(float) / 16
-        edge = [(cx + 0.262 * u, cy - 0.08 * u), (cx + 0.2 * u, cy - 0.19 * u), (cx + 0.06 * u, cy - 0.215 * u),
-                (cx - 0.06 * u, cy - 0.185 * u), (cx - 0.18 * u, cy - 0.2 * u), (cx - 0.262 * u, cy - 0.06 * u)]
+        crown = (
+            cv2.ellipse2Poly(
+                (int(cx * 16), int((cy - 0.02 * u) * 16)), (int(0.272 * u * 16), int(0.345 * u * 16)), 0, 185, 355, 5
+            ).astype(float)
+            / 16
+        )
+        edge = [
+            (cx + 0.262 * u, cy - 0.08 * u),
+            (cx + 0.2 * u, cy - 0.19 * u),
+            (cx + 0.06 * u, cy - 0.215 * u),
+            (cx - 0.06 * u, cy - 0.185 * u),
+            (cx - 0.18 * u, cy - 0.2 * u),
+            (cx - 0.262 * u, cy - 0.06 * u),
+        ]
         self._polygon(frame, np.vstack([crown, edge]), self.colours.hair)
 
     def _eye(self, frame: np.ndarray, centre: tuple[float, float], pose: Pose) -> None:
@@ -122,12 +148,18 @@ class Renderer:
             self._ellipse(patch, iris, (0.015 * u, 0.015 * u), c.pupils, -1)
             self._ellipse(patch, (iris[0] + 0.01 * u, iris[1] - 0.011 * u), (0.007 * u, 0.007 * u), c.eyes, -1)
             if pose.lids > 0:
-                patch[:int(round(pose.lids * (2 * ry + 4)))] = c.skin
+                patch[: int(round(pose.lids * (2 * ry + 4)))] = c.skin
 
         self._clipped(frame, centre, (rx, ry), c.eyes, inside)
         lash = centre[1] - ry + pose.lids * 2 * ry  # the lid's edge, with its lashes
-        self._ellipse(frame, (centre[0], lash + ry * (1 - pose.lids)), (rx * 1.02, ry * (1 - pose.lids) + 1), c.lines,
-                      max(2, int(0.008 * u)), arc=(195, 345))
+        self._ellipse(
+            frame,
+            (centre[0], lash + ry * (1 - pose.lids)),
+            (rx * 1.02, ry * (1 - pose.lids) + 1),
+            c.lines,
+            max(2, int(0.008 * u)),
+            arc=(195, 345),
+        )
 
     def _brow(self, frame: np.ndarray, cx: float, cy: float, side: int, brows: float) -> None:
         """An arc over the eye: higher and rounder when raised, the inner end lower when furrowed."""
@@ -137,8 +169,20 @@ class Renderer:
         top = (cx + side * 0.105 * u, cy - 0.125 * u - lift * 1.2)
         outer = (cx + side * 0.155 * u, cy - 0.105 * u - lift * 0.8)
         t = np.linspace(0, 1, 12)[:, None]
-        curve = (1 - t) ** 2 * np.array(inner) + 2 * (1 - t) * t * (2 * np.array(top) - (np.array(inner) + np.array(outer)) / 2) + t ** 2 * np.array(outer)
-        cv2.polylines(frame, [np.round(curve * 16).astype(np.int32)], False, self.colours.lines, max(2, int(0.013 * u)), cv2.LINE_AA, SHIFT)
+        curve = (
+            (1 - t) ** 2 * np.array(inner)
+            + 2 * (1 - t) * t * (2 * np.array(top) - (np.array(inner) + np.array(outer)) / 2)
+            + t**2 * np.array(outer)
+        )
+        cv2.polylines(
+            frame,
+            [np.round(curve * 16).astype(np.int32)],
+            False,
+            self.colours.lines,
+            max(2, int(0.013 * u)),
+            cv2.LINE_AA,
+            SHIFT,
+        )
 
     def _mouth(self, frame: np.ndarray, centre: tuple[float, float], mouth: Mouth) -> None:
         """Closed: a smiling line. Open: lips around a dark mouth with the upper teeth and the tongue."""
@@ -146,8 +190,14 @@ class Renderer:
         half_width = 0.07 * u * mouth.width * (1 - 0.35 * mouth.round)
         opening = 0.065 * u * mouth.open
         if opening < 0.006 * u and mouth.teeth == 0:
-            self._ellipse(frame, (centre[0], centre[1] - 0.012 * u), (half_width, 0.02 * u), self._lips, max(2, int(0.009 * u)),
-                          arc=(20, 160))
+            self._ellipse(
+                frame,
+                (centre[0], centre[1] - 0.012 * u),
+                (half_width, 0.02 * u),
+                self._lips,
+                max(2, int(0.009 * u)),
+                arc=(20, 160),
+            )
             return
         opening = max(opening, 0.012 * u)
         lip = 0.011 * u * (1 + 0.5 * mouth.round)
@@ -160,12 +210,18 @@ class Renderer:
 
         self._clipped(frame, centre, (half_width, opening), self._cavity, inside)
 
-    def _clipped(self, frame: np.ndarray, centre: tuple[float, float], axes: tuple[float, float], fill: tuple,
-                 draw: Callable[[np.ndarray, tuple[float, float]], None]) -> None:
+    def _clipped(
+        self,
+        frame: np.ndarray,
+        centre: tuple[float, float],
+        axes: tuple[float, float],
+        fill: tuple,
+        draw: Callable[[np.ndarray, tuple[float, float]], None],
+    ) -> None:
         """An ellipse filled with `fill` and what `draw` puts on it, cut to the ellipse (on a patch the
         ellipse's size: an iris stays in its eye, teeth in the mouth)."""
         x0, y0 = int(centre[0] - axes[0]) - 2, int(centre[1] - axes[1]) - 2
-        box = frame[y0:int(centre[1] + axes[1]) + 3, x0:int(centre[0] + axes[0]) + 3]
+        box = frame[y0 : int(centre[1] + axes[1]) + 3, x0 : int(centre[0] + axes[0]) + 3]
         local = (centre[0] - x0, centre[1] - y0)
         mask = np.zeros(box.shape[:2], np.uint8)
         self._ellipse(mask, local, axes, 255, -1)
@@ -176,8 +232,18 @@ class Renderer:
 
     @staticmethod
     def _ellipse(frame, centre, axes, colour, thickness, arc=(0, 360)) -> None:
-        cv2.ellipse(frame, (int(centre[0] * 16), int(centre[1] * 16)), (max(1, int(axes[0] * 16)), max(1, int(axes[1] * 16))),
-                    0, arc[0], arc[1], colour, thickness, cv2.LINE_AA, SHIFT)
+        cv2.ellipse(
+            frame,
+            (int(centre[0] * 16), int(centre[1] * 16)),
+            (max(1, int(axes[0] * 16)), max(1, int(axes[1] * 16))),
+            0,
+            arc[0],
+            arc[1],
+            colour,
+            thickness,
+            cv2.LINE_AA,
+            SHIFT,
+        )
 
     @staticmethod
     def _polygon(frame, points: np.ndarray, colour) -> None:

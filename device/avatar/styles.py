@@ -30,7 +30,10 @@ def open_style(settings: AvatarSettings, store: ModelStore, threads: int = 1) ->
         path = Path(settings.portrait)
         photo = read_photo(path)
         if path.stat().st_mode & 0o077:
-            log.warning("portrait %s can be read by other users: faces are personal data; keep it in the state "
-                        "directory, owned by the service's user, mode 600", path)
+            log.warning(
+                "portrait %s can be read by other users: faces are personal data; keep it in the state "
+                "directory, owned by the service's user, mode 600",
+                path,
+            )
         return PortraitRenderer(photo, cached_landmarks(photo, store, threads), settings.width, settings.height)
     return Renderer(settings.width, settings.height, Colours.of(settings))

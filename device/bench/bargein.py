@@ -49,9 +49,16 @@ WAIT_S = 30.0  # for a reply to start or end
 GAP_S = 0.1  # no block handed to the speaker for this long: it has gone quiet
 
 
-def measure_bargein(app: App, interruptions: int = 10, quiet: int = 10, backchannels: int = 3,
-                    levels: tuple[float, ...] = ECHO_LEVELS_DB, seed: int = 0, paused: int = 4,
-                    pause_split: str = "held-apart") -> dict:
+def measure_bargein(
+    app: App,
+    interruptions: int = 10,
+    quiet: int = 10,
+    backchannels: int = 3,
+    levels: tuple[float, ...] = ECHO_LEVELS_DB,
+    seed: int = 0,
+    paused: int = 4,
+    pause_split: str = "held-apart",
+) -> dict:
     if min(interruptions, quiet) < 1 or min(backchannels, paused) < 0:
         raise InputError("--interruptions and --quiet must be 1 or more, --backchannels and --paused 0 or more")
     settings = dataclasses.replace(app.settings, bargein=dataclasses.replace(app.settings.bargein, enabled=True))
@@ -67,25 +74,40 @@ def measure_bargein(app: App, interruptions: int = 10, quiet: int = 10, backchan
         run = _EchoRun(app, settings, questions, level, rng)
         try:
             baseline = {q.name: run.intent_in_silence(q) for q in questions}
-            cases = [run.interrupt(rng.choice(asked), q := rng.choice(asked), rng.uniform(0.4, 2.5), baseline[q.name])
-                     for _ in range(interruptions)]
+            cases = [
+                run.interrupt(rng.choice(asked), q := rng.choice(asked), rng.uniform(0.4, 2.5), baseline[q.name])
+                for _ in range(interruptions)
+            ]
             run.conversation.echo.reset_erle()
             quiet_cases = [run.quiet(rng.choice(asked)) for _ in range(quiet)]
             erle = run.conversation.echo.erle_db()
-            filler_cases = [run.backchannel(rng.choice(asked), rng.choice(fillers), rng.uniform(0.5, 2.0))
-                            for _ in range(backchannels)]
-            paused_cases = [run.hesitant(rng.choice(asked), rng.choice(hesitant), rng.uniform(0.4, 2.5))
-                            for _ in range(paused)]
+            filler_cases = [
+                run.backchannel(rng.choice(asked), rng.choice(fillers), rng.uniform(0.5, 2.0))
+                for _ in range(backchannels)
+            ]
+            paused_cases = [
+                run.hesitant(rng.choice(asked), rng.choice(hesitant), rng.uniform(0.4, 2.5)) for _ in range(paused)
+            ]
         finally:
             run.close()
-        levels_report[f"{level:+.0f} dB"] = _level_report(cases, quiet_cases, filler_cases, paused_cases, erle, run.room.path)
-    return {"levels": levels_report, "interruptions_per_level": interruptions, "quiet_per_level": quiet,
-            "backchannels_per_level": backchannels, "paused_per_level": paused, "pause_split": pause_split,
-            "threads": app.threads, "settings": dataclasses.asdict(settings.bargein)}
+        levels_report[f"{level:+.0f} dB"] = _level_report(
+            cases, quiet_cases, filler_cases, paused_cases, erle, run.room.path
+        )
+    return {
+        "levels": levels_report,
+        "interruptions_per_level": interruptions,
+        "quiet_per_level": quiet,
+        "backchannels_per_level": backchannels,
+        "paused_per_level": paused,
+        "pause_split": pause_split,
+        "threads": app.threads,
+        "settings": dataclasses.asdict(settings.bargein),
+    }
 
 
-def _level_report(cases: list[dict], quiet: list[dict], fillers: list[dict], paused: list[dict], erle: float | None,
-                  path: EchoPath) -> dict:
+def _level_report(
+    cases: list[dict], quiet: list[dict], fillers: list[dict], paused: list[dict], erle: float | None, path: EchoPath
+) -> dict:
     stopped = [c["silent_after_ms"] / 1000 for c in cases if c["silent_after_ms"] is not None]
     held = [f["held_ms"] / 1000 for f in fillers if f["held_ms"] is not None]
     return {
@@ -93,16 +115,21 @@ def _level_report(cases: list[dict], quiet: list[dict], fillers: list[dict], pau
         "speaker_silent_after_onset_ms": percentiles_ms(stopped) if stopped else None,
         "not_stopped": sum(c["silent_after_ms"] is None for c in cases),
         # the mouth closes on the avatar's first frame after the pause; negative: before the sound ended
-        "mouth_closed_after_sound_ms": percentiles_ms([c["mouth_after_sound_ms"] / 1000 for c in cases
-                                                       if c["mouth_after_sound_ms"] is not None]) if stopped else None,
+        "mouth_closed_after_sound_ms": percentiles_ms(
+            [c["mouth_after_sound_ms"] / 1000 for c in cases if c["mouth_after_sound_ms"] is not None]
+        )
+        if stopped
+        else None,
         "same_intent": f"{sum(c['same_intent'] for c in cases)}/{len(cases)}",
         "self_interruptions": f"{sum(q['paused'] for q in quiet)}/{len(quiet)} replies",
         "erle_db": erle,
         "backchannels_went_on": f"{sum(f['went_on'] for f in fillers)}/{len(fillers)}",
         # how long a backchannel kept the reply waiting: from the pause to the reply going on
         "backchannel_held_ms": percentiles_ms(held) if held else None,
-        "cases": cases, "backchannel_cases": fillers,
-        "paused_heard_whole": f"{sum(p['whole'] for p in paused)}/{len(paused)}", "paused_cases": paused,
+        "cases": cases,
+        "backchannel_cases": fillers,
+        "paused_heard_whole": f"{sum(p['whole'] for p in paused)}/{len(paused)}",
+        "paused_cases": paused,
     }
 
 
@@ -111,12 +138,19 @@ class _EchoRun:
 
     def __init__(self, app: App, settings, questions: list[Question], level: float, rng: random.Random) -> None:
         self.events: list[tuple[float, object]] = []
-        self.conversation = app.conversation(self._speaker, build_engines=False, settings=settings, keep_turns=None,
-                                             observer=lambda m: self.events.append((time.monotonic(), m)),
-                                             hears_speaker=True)
+        self.conversation = app.conversation(
+            self._speaker,
+            build_engines=False,
+            settings=settings,
+            keep_turns=None,
+            observer=lambda m: self.events.append((time.monotonic(), m)),
+            hears_speaker=True,
+        )
         if self.conversation.echo is None or self.conversation.bargein is None:
-            raise InputError("bench bargein needs the echo canceller: set [bargein] echo_canceller = \"webrtc\" "
-                             "and reinstall orin-avatar, which builds it")
+            raise InputError(
+                'bench bargein needs the echo canceller: set [bargein] echo_canceller = "webrtc" '
+                "and reinstall orin-avatar, which builds it"
+            )
         visitor = float(np.median([active_rms(q.audio) for q in questions]))
         dialogue = self.conversation.dialogue  # the reference answer, taken without a turn in the visit's memory
         reference = self.conversation.speech.audio_of(dialogue.intents[questions[1].intent].answer)
@@ -146,7 +180,7 @@ class _EchoRun:
 
     def feed(self, audio: np.ndarray) -> None:
         """`audio` (whole frames of it) heard in 10 ms blocks at the microphone's pace, as a sound card gives them."""
-        for block in self.clock.pieces(audio[:len(audio) // FRAME * FRAME], BLOCK):
+        for block in self.clock.pieces(audio[: len(audio) // FRAME * FRAME], BLOCK):
             self.conversation.feed(self.room.capture(block), self.room.captured_at)
 
     def silence_until(self, done: Callable[[], bool], timeout: float = WAIT_S) -> bool:
@@ -162,7 +196,9 @@ class _EchoRun:
         """Say `question` and wait for its answer to be playing."""
         count = len(self.conversation.turns)
         self.feed(question.audio)
-        self.silence_until(lambda: any(t.chunks for t in list(self.conversation.turns)[count:]) and self.speaker.played > 0)
+        self.silence_until(
+            lambda: any(t.chunks for t in list(self.conversation.turns)[count:]) and self.speaker.played > 0
+        )
 
     def settle(self) -> None:
         self.silence_until(self.conversation.idle)
@@ -192,12 +228,18 @@ class _EchoRun:
         answer = heard[0].answer or (turns[count - 1].answer if heard[0].rejoined else None) if heard else None
         answered = (answer.about or answer.intent) if answer else ""  # an ask-back: its guess
         silent_at = self._silent_after(paused)
-        return {"asked": first.name, "interrupted_by": second.name, "after_s": round(after_s, 2),
-                "paused_after_ms": None if paused is None else round((paused - onset_at) * 1000),
-                "silent_after_ms": None if silent_at is None else round((silent_at[1] - onset) * 1000 / SPEECH_RATE),
-                "mouth_after_sound_ms": None if silent_at is None else round((paused + 1 / FPS - silent_at[0]) * 1000),
-                "transcript": heard[0].transcript if heard else "", "intent": answered, "expected": expected,
-                "same_intent": answered == expected}
+        return {
+            "asked": first.name,
+            "interrupted_by": second.name,
+            "after_s": round(after_s, 2),
+            "paused_after_ms": None if paused is None else round((paused - onset_at) * 1000),
+            "silent_after_ms": None if silent_at is None else round((silent_at[1] - onset) * 1000 / SPEECH_RATE),
+            "mouth_after_sound_ms": None if silent_at is None else round((paused + 1 / FPS - silent_at[0]) * 1000),
+            "transcript": heard[0].transcript if heard else "",
+            "intent": answered,
+            "expected": expected,
+            "same_intent": answered == expected,
+        }
 
     def _silent_after(self, paused: float | None) -> tuple[float, int] | None:
         """(when, microphone sample) the speaker's sound ended after the pause: the last block before its
@@ -227,22 +269,33 @@ class _EchoRun:
         turns = list(self.conversation.turns)[-3:]
         cut = any(t.interrupted for t in turns)
         held = [when for when, m in self.events[mark:] if isinstance(m, (ReplyPaused, ReplyResumed))][:2]
-        return {"asked": question.name, "paused": paused, "heard": [t.transcript for t in turns if t.barged_in],
-                "went_on": not cut and (not paused or any(isinstance(m, ReplyResumed) for m in messages)),
-                "held_ms": round((held[1] - held[0]) * 1000) if len(held) == 2 else None}
+        return {
+            "asked": question.name,
+            "paused": paused,
+            "heard": [t.transcript for t in turns if t.barged_in],
+            "went_on": not cut and (not paused or any(isinstance(m, ReplyResumed) for m in messages)),
+            "held_ms": round((held[1] - held[0]) * 1000) if len(held) == 2 else None,
+        }
 
     def hesitant(self, first: Question, case: PauseCase, after_s: float) -> dict:
         """A question with a hesitation said over `first`'s answer: heard whole if the first utterance it
         started ended after its last sound (a piece judged alone lets the reply go on, or is answered half)."""
         self.into_answer(first, after_s)
         count, start = len(self.conversation.turns), self.conversation.heard_samples
-        self.feed(case.audio[:len(case.audio) // FRAME * FRAME])
+        self.feed(case.audio[: len(case.audio) // FRAME * FRAME])
         self.settle()
         heard = [t for t in list(self.conversation.turns)[count:] if t.barged_in]
         first_heard = heard[0].utterance if heard else None
-        return {"asked": first.name, "said": case.text, "voice": case.voice, "pause_ms": case.pause_ms,
-                "after_s": round(after_s, 2), "utterances": len(heard), "transcripts": [t.transcript for t in heard],
-                "whole": first_heard is not None and first_heard.speech_end >= start + case.speech_end - FRAME}
+        return {
+            "asked": first.name,
+            "said": case.text,
+            "voice": case.voice,
+            "pause_ms": case.pause_ms,
+            "after_s": round(after_s, 2),
+            "utterances": len(heard),
+            "transcripts": [t.transcript for t in heard],
+            "whole": first_heard is not None and first_heard.speech_end >= start + case.speech_end - FRAME,
+        }
 
     def close(self) -> None:
         self.conversation.close()

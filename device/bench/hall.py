@@ -49,7 +49,9 @@ class HallQuestion:
         return int(loud[-1]) + 1
 
 
-def load_questions(store, split: str, threads: int = 1, limit: int | None = None) -> tuple[list[HallQuestion], list[np.ndarray]]:
+def load_questions(
+    store, split: str, threads: int = 1, limit: int | None = None
+) -> tuple[list[HallQuestion], list[np.ndarray]]:
     """The split's questions (voices in rotation; its first `limit` only, if given) and its six babble
     talkers' dry streams."""
     if split not in SPLITS:
@@ -57,8 +59,12 @@ def load_questions(store, split: str, threads: int = 1, limit: int | None = None
     listing = tomllib.loads(HALL_FILE.read_text())
     voices = load_voices(store, threads)
     rows = [q for q in listing["question"] if q["split"] == split][:limit]
-    questions = [HallQuestion(q["text"], q["intent"], VOICES[i % len(VOICES)].name,
-                              speak(voices, VOICES[i % len(VOICES)], q["text"])[0]) for i, q in enumerate(rows)]
+    questions = [
+        HallQuestion(
+            q["text"], q["intent"], VOICES[i % len(VOICES)].name, speak(voices, VOICES[i % len(VOICES)], q["text"])[0]
+        )
+        for i, q in enumerate(rows)
+    ]
     key = (store.root, split)
     if key not in _TALKERS:
         _TALKERS[key] = _talkers(store, split, voices, listing["babble"][split])
@@ -77,8 +83,11 @@ def _talkers(store, split: str, voices, sentences: list[str]) -> tuple[np.ndarra
     for voice in VOICES:  # each voice says every sentence once, in its own order, with short gaps
         order = rng.permutation(len(sentences))
         said = [speak(voices, voice, sentences[i])[0] for i in order]
-        talkers.append(np.concatenate([np.concatenate([s, np.zeros(int(rng.uniform(0.1, 0.5) * SPEECH_RATE), np.float32)])
-                                       for s in said]))
+        talkers.append(
+            np.concatenate(
+                [np.concatenate([s, np.zeros(int(rng.uniform(0.1, 0.5) * SPEECH_RATE), np.float32)]) for s in said]
+            )
+        )
     reader = read_audio(store.path(READERS[split]))
     talkers += [reader, np.roll(reader, len(reader) // 2)]
     for stream in talkers:
@@ -113,7 +122,9 @@ class Hall:
         """(microphones, samples): the visitor's speech as each microphone hears it."""
         from scipy.signal import fftconvolve
 
-        return np.stack([fftconvolve(audio, r[0])[:len(audio) + SPEECH_RATE // 2] for r in self.responses]).astype(np.float32)
+        return np.stack([fftconvolve(audio, r[0])[: len(audio) + SPEECH_RATE // 2] for r in self.responses]).astype(
+            np.float32
+        )
 
     def babble(self, talkers: list[np.ndarray], length: int, rng: np.random.Generator) -> np.ndarray:
         """(microphones, `length`): everyone else talking at once, each from a random point of their stream."""
@@ -141,5 +152,7 @@ def at_snr(speech: np.ndarray, babble: np.ndarray, snr_db: float | None) -> np.n
         return np.zeros_like(babble)
     speech_power, babble_power = block_power(np.atleast_2d(speech)[0]), block_power(np.atleast_2d(babble)[0])
     active = speech_power > 10 ** (ACTIVE_DB / 10)
-    gain = np.sqrt(speech_power[active].mean() / max(babble_power[:active.size][active].mean(), 1e-12) / 10 ** (snr_db / 10))
+    gain = np.sqrt(
+        speech_power[active].mean() / max(babble_power[: active.size][active].mean(), 1e-12) / 10 ** (snr_db / 10)
+    )
     return (babble * gain).astype(np.float32)

@@ -42,8 +42,15 @@ HALL = 7  # the hall every figure of docs/lab/hearing.md is of: the seed of its 
 OWN_SPAN_PAD_S = 0.05  # a question's own span: its first to its last sample, and this much either side
 
 
-def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = CONDITIONS, limit: int | None = None,
-                    array: MicArray | None = None, own_span: bool = False, hall: int = HALL) -> dict:
+def measure_hearing(
+    app,
+    split: str,
+    conditions: tuple[float | None, ...] = CONDITIONS,
+    limit: int | None = None,
+    array: MicArray | None = None,
+    own_span: bool = False,
+    hall: int = HALL,
+) -> dict:
     """`limit`: only the split's first questions (a quick look; they are in the order of the intents).
     `array`: heard through a microphone array whose beam the camera's face direction steers.
     `own_span`: each question recognised from its own span, not from the endpointer's utterances.
@@ -60,19 +67,41 @@ def measure_hearing(app, split: str, conditions: tuple[float | None, ...] = COND
     questions, talkers = load_questions(app.store, split, app.threads, limit)
     room = Hall(len(talkers), hall, array)
     voiced = [_level(room.visitor(q.audio)) for q in questions]
-    report = {"split": split, "threads": app.threads, "questions": len(questions), "own_span": own_span, "hall": hall,
-              "conditions": [],
-              "array": None if array is None else {"microphones": array.count,
-                                                   "radius_mm": round(float(np.linalg.norm(array.positions[0])) * 1000, 1)}}
+    report = {
+        "split": split,
+        "threads": app.threads,
+        "questions": len(questions),
+        "own_span": own_span,
+        "hall": hall,
+        "conditions": [],
+        "array": None
+        if array is None
+        else {"microphones": array.count, "radius_mm": round(float(np.linalg.norm(array.positions[0])) * 1000, 1)},
+    }
     endpoint = app.settings.endpoint if array is None else app.settings.endpoint.through_array()
     rejoin_ms = endpoint.rejoin_within_ms if app.settings.bargein.enabled else 0  # the conversation rejoins only then
     segment = _own_span if own_span else lambda audio, on_axis_db, span: heard(audio, on_axis_db, vad, endpoint)
     for snr in conditions:
         print(f"hearing: {'quiet room' if snr is None else f'babble at {snr:g} dB'}...", file=sys.stderr, flush=True)
-        rng, listen = np.random.default_rng(hall), _Microphones(room, array)  # each condition's own, whichever ran before
-        rows = [_hear(q, speech, room.babble(talkers, _length(speech), rng), snr, listen, segment, asr, dialogue,
-                      endpoint, rejoin_ms)
-                for q, speech in zip(questions, voiced)]
+        rng, listen = (
+            np.random.default_rng(hall),
+            _Microphones(room, array),
+        )  # each condition's own, whichever ran before
+        rows = [
+            _hear(
+                q,
+                speech,
+                room.babble(talkers, _length(speech), rng),
+                snr,
+                listen,
+                segment,
+                asr,
+                dialogue,
+                endpoint,
+                rejoin_ms,
+            )
+            for q, speech in zip(questions, voiced)
+        ]
         report["conditions"].append(_summary(snr, rows))
     report["babble_only"] = _babble_only(room, talkers, voiced[0], _Microphones(room, array), vad, endpoint)
     return report
@@ -96,7 +125,7 @@ class _Microphones:
         beam = beamformer.process(np.pad(sound, ((0, 0), (0, HOP))))[HOP:]
         hops = np.array(beamformer.on_axis_db)[1:]  # as the beam, one hop on
         per_frame = FRAME // HOP
-        return beam, list(hops[:len(hops) // per_frame * per_frame].reshape(-1, per_frame).mean(axis=1))
+        return beam, list(hops[: len(hops) // per_frame * per_frame].reshape(-1, per_frame).mean(axis=1))
 
 
 def _level(speech: np.ndarray) -> np.ndarray:
@@ -117,22 +146,30 @@ def _hear(question, speech, babble, snr, listen, segment, asr, dialogue, setting
     that go on within it are one question, as the conversation joins them."""
     lead = int(LEAD_S * SPEECH_RATE)
     placed = np.zeros(babble.shape, np.float32)
-    placed[:, lead:lead + speech.shape[-1]] = speech
+    placed[:, lead : lead + speech.shape[-1]] = speech
     span = (lead, lead + question.spoken)
     utterances = segment(*listen(placed + at_snr(placed, babble, snr)), span)
     overlaps = [_overlap(u, span) for u in utterances]
-    questions = heard_in_turns(utterances, rejoin_ms, settings.max_utterance_s, dialogue,
-                               lambda audio: asr.transcribe(audio).text)
+    questions = heard_in_turns(
+        utterances, rejoin_ms, settings.max_utterance_s, dialogue, lambda audio: asr.transcribe(audio).text
+    )
     best = max(questions, key=lambda q: _overlap(q[0], span)) if questions and max(overlaps) > 0 else None
     transcript = best[1] if best is not None else ""
     decision = dialogue.decide(transcript) if words(transcript) else None
-    return {"text": question.text, "voice": question.voice, "expected": question.intent, "transcript": transcript,
-            "kind": decision.kind if decision else None, "intent": decision.intent if decision else None,
-            "outcome": outcome(decision, question.intent) if decision else "not heard",
-            "wer": word_error_rate(question.text, transcript),
-            "reference_words": len(words(question.text)), "false_utterances": sum(o <= 0 for o in overlaps),
-            "rejoined": best is not None and all(best[0] is not u for u in utterances),
-            "ended_ms": None if best is None else round((best[0].decided - span[1]) / SPEECH_RATE * 1000)}
+    return {
+        "text": question.text,
+        "voice": question.voice,
+        "expected": question.intent,
+        "transcript": transcript,
+        "kind": decision.kind if decision else None,
+        "intent": decision.intent if decision else None,
+        "outcome": outcome(decision, question.intent) if decision else "not heard",
+        "wer": word_error_rate(question.text, transcript),
+        "reference_words": len(words(question.text)),
+        "false_utterances": sum(o <= 0 for o in overlaps),
+        "rejoined": best is not None and all(best[0] is not u for u in utterances),
+        "ended_ms": None if best is None else round((best[0].decided - span[1]) / SPEECH_RATE * 1000),
+    }
 
 
 def heard(audio: np.ndarray, on_axis_db: list[float] | None, vad, settings) -> list[Utterance]:
@@ -143,9 +180,11 @@ def heard(audio: np.ndarray, on_axis_db: list[float] | None, vad, settings) -> l
     audio = np.concatenate([audio, np.zeros(int(FLUSH_S * SPEECH_RATE), np.float32)])
     utterances = []
     for index in range(len(audio) // FRAME):
-        frame = audio[index * FRAME:(index + 1) * FRAME]
+        frame = audio[index * FRAME : (index + 1) * FRAME]
         on_axis = on_axis_db[index] if on_axis_db is not None and index < len(on_axis_db) else None
-        utterances += [e for e in endpointer.push(frame, vad.probability(frame), on_axis_db=on_axis) if isinstance(e, Utterance)]
+        utterances += [
+            e for e in endpointer.push(frame, vad.probability(frame), on_axis_db=on_axis) if isinstance(e, Utterance)
+        ]
     return utterances
 
 
@@ -161,14 +200,18 @@ def _summary(snr: float | None, rows: list[dict]) -> dict:
     errors = sum(r["wer"] * r["reference_words"] for r in rows)
     ended = sorted(r["ended_ms"] for r in rows if r["ended_ms"] is not None)
     counts = tally(rows)  # a question not heard counts against every share
-    return {"snr_db": snr, "wer": round(errors / max(1, sum(r["reference_words"] for r in rows)), 3),
-            "intent_accuracy": round(counts["right"] / len(rows), 3), "right_or_asked": counts["right_or_asked"],
-            "wrong": counts["wrong"],
-            "heard": sum(r["ended_ms"] is not None for r in rows),
-            "rejoined": sum(r["rejoined"] for r in rows),
-            "false_utterances": sum(r["false_utterances"] for r in rows),
-            "ended_after_question_ms_p50": ended[len(ended) // 2] if ended else None,
-            "questions": rows}
+    return {
+        "snr_db": snr,
+        "wer": round(errors / max(1, sum(r["reference_words"] for r in rows)), 3),
+        "intent_accuracy": round(counts["right"] / len(rows), 3),
+        "right_or_asked": counts["right_or_asked"],
+        "wrong": counts["wrong"],
+        "heard": sum(r["ended_ms"] is not None for r in rows),
+        "rejoined": sum(r["rejoined"] for r in rows),
+        "false_utterances": sum(r["false_utterances"] for r in rows),
+        "ended_after_question_ms_p50": ended[len(ended) // 2] if ended else None,
+        "questions": rows,
+    }
 
 
 def _babble_only(hall: Hall, talkers, reference_speech: np.ndarray, listen, vad, settings) -> dict:
@@ -176,7 +219,12 @@ def _babble_only(hall: Hall, talkers, reference_speech: np.ndarray, listen, vad,
     rng = np.random.default_rng(hall.seed + 1)
     length = int(BABBLE_ONLY_S * SPEECH_RATE)
     placed = np.zeros((reference_speech.shape[0], length), np.float32)
-    placed[:, :reference_speech.shape[-1]] = reference_speech
+    placed[:, : reference_speech.shape[-1]] = reference_speech
     level = at_snr(placed, hall.babble(talkers, length, rng), 10.0)
     count = len(heard(*listen(level), vad, settings))
-    return {"seconds": BABBLE_ONLY_S, "snr_db": 10.0, "utterances": count, "per_minute": round(count * 60 / BABBLE_ONLY_S, 1)}
+    return {
+        "seconds": BABBLE_ONLY_S,
+        "snr_db": 10.0,
+        "utterances": count,
+        "per_minute": round(count * 60 / BABBLE_ONLY_S, 1),
+    }

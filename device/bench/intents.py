@@ -20,9 +20,15 @@ def measure_intents(app, split: str) -> dict:
     dialogue = app.dialogue()
     rows = judge(dialogue, load_questions(PARAPHRASES, split, set(dialogue.intents)))
     answerable = [r for r in rows if r["expected"] != NONE]
-    return {"split": split, "threshold": app.settings.dialogue.threshold,
-            "confident_threshold": app.settings.dialogue.confident_threshold,
-            "answerable": tally(answerable), "not_answerable": tally([r for r in rows if r["expected"] == NONE]),
-            "per_intent": {name: tally([r for r in answerable if r["expected"] == name])
-                           for name in sorted({r["expected"] for r in answerable})},
-            "questions": rows}
+    return {
+        "split": split,
+        "threshold": app.settings.dialogue.threshold,
+        "confident_threshold": app.settings.dialogue.confident_threshold,
+        "answerable": tally(answerable),
+        "not_answerable": tally([r for r in rows if r["expected"] == NONE]),
+        "per_intent": {
+            name: tally([r for r in answerable if r["expected"] == name])
+            for name in sorted({r["expected"] for r in answerable})
+        },
+        "questions": rows,
+    }

@@ -25,8 +25,10 @@ from device.vision.perception import Perception
 def measure_io(app: App, seconds: float, camera: str | None = None) -> dict:
     """Microphone capture -> frame and camera frame -> gaze latencies over `seconds` each."""
     settings = app.settings
-    return {"microphone": _microphone(settings.audio.input_device, seconds),
-            "camera": _camera(camera or settings.camera.source, settings, app.store, seconds)}
+    return {
+        "microphone": _microphone(settings.audio.input_device, seconds),
+        "camera": _camera(camera or settings.camera.source, settings, app.store, seconds),
+    }
 
 
 def _microphone(device: str, seconds: float) -> dict:
@@ -40,8 +42,12 @@ def _microphone(device: str, seconds: float) -> dict:
     threading.Timer(seconds, stop.set).start()
     frames = sum(1 for _ in microphone.frames(stop))
     microphone.close()
-    return {"device": microphone.state, "frames": frames, "overflows": microphone.overflows,
-            "capture_to_frame_ms": percentiles_ms([v / 1000 for v in microphone.latencies_ms])}
+    return {
+        "device": microphone.state,
+        "frames": frames,
+        "overflows": microphone.overflows,
+        "capture_to_frame_ms": percentiles_ms([v / 1000 for v in microphone.latencies_ms]),
+    }
 
 
 def _camera(source: str, settings, store, seconds: float) -> dict:
@@ -50,16 +56,25 @@ def _camera(source: str, settings, store, seconds: float) -> dict:
             source = str(Path(scratch) / "visitor.avi")
             _visitor_clip(Path(source), seconds)
         camera = Camera(source, settings.camera.width, settings.camera.height, settings.camera.fps)
-        perception = Perception(camera, catalog.load_faces(store), Engagement(settings.camera.engagement()),
-                                settings.camera.detect_hz, lambda event: None, lambda gaze: None)
+        perception = Perception(
+            camera,
+            catalog.load_faces(store),
+            Engagement(settings.camera.engagement()),
+            settings.camera.detect_hz,
+            lambda event: None,
+            lambda gaze: None,
+        )
         time.sleep(seconds)
         perception.close()
         camera.close()
     if not perception.latency_ms:
         return {"source": source, "skipped": "no frame arrived"}
     print(f"camera: {len(perception.latency_ms)} frames analysed", file=sys.stderr)
-    return {"source": source, "detect_hz": settings.camera.detect_hz,
-            "frame_to_gaze_ms": percentiles_ms([v / 1000 for v in perception.latency_ms])}
+    return {
+        "source": source,
+        "detect_hz": settings.camera.detect_hz,
+        "frame_to_gaze_ms": percentiles_ms([v / 1000 for v in perception.latency_ms]),
+    }
 
 
 def _visitor_clip(path: Path, seconds: float) -> None:

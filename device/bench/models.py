@@ -15,14 +15,15 @@ from typing import Callable
 import cv2
 import numpy as np
 
-from device.app import App
-from device.audio_file import read_audio
-from device.bundled import SAMPLE_PHOTO
-from device.bench.stats import peak_rss_mb, percentiles_ms
-from device.models import catalog
 from engines.errors import InputError
 from engines.model_specs import FRAME, MODELS, SPEECH_RATE
 from engines.store.model_store import ModelStore
+
+from device.app import App
+from device.audio_file import read_audio
+from device.bench.stats import peak_rss_mb, percentiles_ms
+from device.bundled import SAMPLE_PHOTO
+from device.models import catalog
 
 WARMUP = 3
 
@@ -60,7 +61,7 @@ def measure(name: str, store_root: str, threads: int, runs: int) -> dict:
 
 def _vad(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
     vad = catalog.load_vad(store, threads)
-    frame = read_audio(store.path("samples/beckett.wav"))[SPEECH_RATE:SPEECH_RATE + FRAME]
+    frame = read_audio(store.path("samples/beckett.wav"))[SPEECH_RATE : SPEECH_RATE + FRAME]
     return "one 32 ms frame", lambda: vad.probability(frame)
 
 
@@ -87,7 +88,9 @@ def _tts_vocoder(store: ModelStore, threads: int) -> tuple[str, Callable[[], obj
     tts = catalog.load_tts(store, threads)
     feeds = MODELS["tts-vocoder"].golden()
     frames = feeds["latent"].shape[2]
-    return f"a {frames}-frame piece ({frames * tts.hop / tts.sample_rate:.2f} s of audio)", lambda: tts.vocoder.infer(feeds)
+    return f"a {frames}-frame piece ({frames * tts.hop / tts.sample_rate:.2f} s of audio)", lambda: tts.vocoder.infer(
+        feeds
+    )
 
 
 def _face(store: ModelStore, threads: int) -> tuple[str, Callable[[], object]]:
@@ -115,5 +118,15 @@ def _face_mesh(store: ModelStore, threads: int) -> tuple[str, Callable[[], objec
 
 
 # One workload per model of engines.model_specs.MODELS, under its name.
-WORKLOADS = {"vad": _vad, "asr-encoder": _asr_encoder, "asr-decoder": _asr_decoder, "tts": _tts, "tts-vocoder": _tts_vocoder,
-             "face": _face, "text": _text, "end-of-turn": _end_of_turn, "face-mesh": _face_mesh, "iris": _face_mesh}
+WORKLOADS = {
+    "vad": _vad,
+    "asr-encoder": _asr_encoder,
+    "asr-decoder": _asr_decoder,
+    "tts": _tts,
+    "tts-vocoder": _tts_vocoder,
+    "face": _face,
+    "text": _text,
+    "end-of-turn": _end_of_turn,
+    "face-mesh": _face_mesh,
+    "iris": _face_mesh,
+}

@@ -25,12 +25,12 @@ import numpy as np
 from engines.model_specs import FRAME, SPEECH_RATE
 
 from device.bundled import SAMPLES
-from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer
 from device.conversation.dialogue import Dialogue
+from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer
 from device.conversation.pause_words import Words, judge_words, judges_words
 from device.conversation.rejoin import heard_in_turns
-from device.models.voices import VOICES, Voice, load_voices, speak
 from device.messages import SpeechPaused, Utterance
+from device.models.voices import VOICES, Voice, load_voices, speak
 from device.settings import EndpointSettings
 from device.toml_file import tomllib
 
@@ -70,11 +70,15 @@ def _case(voices: dict, text: str, split: str, voice: Voice, pause_ms: int) -> P
     speech, chunk, rate = speak(voices, voice, text.replace("|", " ").replace("  ", " "))
     if pause_ms:  # inserted after the pitch shift, so it lasts what it says
         spaces = [p for p in chunk.phonemes if p.phoneme == " "]
-        cut = round(spaces[len(before.split()) - 1].start * SPEECH_RATE / rate)  # the space after the last word before it
+        cut = round(
+            spaces[len(before.split()) - 1].start * SPEECH_RATE / rate
+        )  # the space after the last word before it
         speech = np.concatenate([speech[:cut], np.zeros(int(pause_ms / 1000 * SPEECH_RATE), np.float32), speech[cut:]])
     loud = np.flatnonzero(np.abs(speech) > 0.02 * np.abs(speech).max())
     lead = int(LEAD_S * SPEECH_RATE)
-    whole = np.concatenate([np.zeros(lead, np.float32), speech[:loud[-1] + 1], np.zeros(int(TAIL_S * SPEECH_RATE), np.float32)])
+    whole = np.concatenate(
+        [np.zeros(lead, np.float32), speech[: loud[-1] + 1], np.zeros(int(TAIL_S * SPEECH_RATE), np.float32)]
+    )
     return PauseCase(text, split, voice.name, pause_ms, whole, int(lead + loud[-1] + 1))
 
 
@@ -86,13 +90,22 @@ class CaseResult:
     waited_ms: float | None  # silence after the question before its end was decided
     verdicts: tuple[tuple[float, float], ...]  # (probability, cost_ms) per pause judged
     heard: tuple[tuple[str, float], ...] = ()  # (speculative words, cost_ms) per pause, when words are judged
-    rejoined: bool | None = None  # cut, and each later utterance went on with the one before (None: not cut, or not judged)
+    rejoined: bool | None = (
+        None  # cut, and each later utterance went on with the one before (None: not cut, or not judged)
+    )
     resumed_ms: tuple[float, ...] = ()  # per later utterance: from the end being decided to its speech's start
 
 
-def evaluate(cases: list[PauseCase], vad, detector, settings: EndpointSettings, asr=None,
-             recognition_ms: float | None = None, knows: Callable[[str, float], bool] | None = None,
-             dialogue: Dialogue | None = None) -> list[CaseResult]:
+def evaluate(
+    cases: list[PauseCase],
+    vad,
+    detector,
+    settings: EndpointSettings,
+    asr=None,
+    recognition_ms: float | None = None,
+    knows: Callable[[str, float], bool] | None = None,
+    dialogue: Dialogue | None = None,
+) -> list[CaseResult]:
     """Play each case through the VAD and the endpointer; `detector` None: the fixed hangover; `asr`
     (needed when words are judged or utterances rejoined): the speculative recognition of each pause,
     whose words arrive after the time it took, or after `recognition_ms` when given (a test's fixed
@@ -107,8 +120,16 @@ def evaluate(cases: list[PauseCase], vad, detector, settings: EndpointSettings, 
     return [_play(case, vad, detector, settings, asr, recognition_ms, knows, dialogue) for case in cases]
 
 
-def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recognition_ms: float | None,
-          knows: Callable[[str, float], bool] | None, dialogue: Dialogue | None) -> CaseResult:
+def _play(
+    case: PauseCase,
+    vad,
+    detector,
+    settings: EndpointSettings,
+    asr,
+    recognition_ms: float | None,
+    knows: Callable[[str, float], bool] | None,
+    dialogue: Dialogue | None,
+) -> CaseResult:
     endpointer = Endpointer(settings, judged=detector is not None)
     vad.reset()
     due: list[tuple[int, object]] = []  # (frame at which it arrives, verdict)
@@ -120,7 +141,7 @@ def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recog
             utterances += [e for e in endpointer.judge(verdict) if isinstance(e, Utterance)]
         for arrival, speech_end, kind in [w for w in words if w[0] == index]:
             utterances += [e for e in endpointer.heard(speech_end, kind) if isinstance(e, Utterance)]
-        frame = case.audio[index * FRAME:(index + 1) * FRAME]
+        frame = case.audio[index * FRAME : (index + 1) * FRAME]
         for event in endpointer.push(frame, vad.probability(frame)):
             if isinstance(event, Utterance):
                 utterances.append(event)
@@ -134,19 +155,28 @@ def _play(case: PauseCase, vad, detector, settings: EndpointSettings, asr, recog
                     text = asr.transcribe(event.audio).text
                     cost_ms = (time.perf_counter() - began) * 1000 if recognition_ms is None else recognition_ms
                     heard.append((text, round(cost_ms, 1)))
-                    words.append((index + math.ceil(cost_ms / FRAME_MS), event.speech_end, judge_words(text, settings, knows)))
+                    words.append(
+                        (index + math.ceil(cost_ms / FRAME_MS), event.speech_end, judge_words(text, settings, knows))
+                    )
     cut = any(u.speech_end < case.speech_end - FRAME for u in utterances)
     last = utterances[-1] if utterances else None
     waited = None if last is None else (last.decided - case.speech_end) / SPEECH_RATE * 1000
     rejoined = _rejoined(utterances, settings, asr, dialogue) if cut and settings.rejoin_within_ms else None
-    resumed = tuple(round((b.speech_start - a.decided) / SPEECH_RATE * 1000, 1) for a, b in zip(utterances, utterances[1:]))
+    resumed = tuple(
+        round((b.speech_start - a.decided) / SPEECH_RATE * 1000, 1) for a, b in zip(utterances, utterances[1:])
+    )
     return CaseResult(case, len(utterances), cut, waited, tuple(verdicts), tuple(heard), rejoined, resumed)
 
 
 def _rejoined(utterances: list[Utterance], settings: EndpointSettings, asr, dialogue: Dialogue) -> bool:
     """Each utterance after the first goes on with the question so far, as the conversation rejoins them."""
-    questions = heard_in_turns(utterances, settings.rejoin_within_ms, settings.max_utterance_s, dialogue,
-                               lambda audio: asr.transcribe(audio).text)
+    questions = heard_in_turns(
+        utterances,
+        settings.rejoin_within_ms,
+        settings.max_utterance_s,
+        dialogue,
+        lambda audio: asr.transcribe(audio).text,
+    )
     return len(questions) == 1
 
 
@@ -160,18 +190,32 @@ def summary(results: list[CaseResult], wait_limit_ms: float = 400) -> dict:
     resumed = [ms for r in paused for ms in r.resumed_ms]
     return {
         "cases": len(results),
-        "paused_cut": int(sum(r.cut for r in paused)), "paused": len(paused),
-        "straight_cut": int(sum(r.cut for r in straight)), "straight": len(straight),
-        "cut_rejoined": {"paused": int(sum(bool(r.rejoined) for r in paused)),
-                         "straight": int(sum(bool(r.rejoined) for r in straight)), "judged": len(rejoined)},
-        "resumed_ms": {"p50": round(float(np.percentile(resumed, 50)), 1) if resumed else None,
-                       "min": min(resumed) if resumed else None},
-        "straight_waiting_over_ms": {"limit": wait_limit_ms, "count": int(sum(w > wait_limit_ms for w in waits)),
-                                     "share": round(sum(w > wait_limit_ms for w in waits) / max(1, len(straight)), 3)},
-        "straight_wait_ms": {"p50": round(float(np.percentile(waits, 50)), 1) if waits else None,
-                             "p95": round(float(np.percentile(waits, 95)), 1) if waits else None},
-        "model_ms": {"p50": round(float(np.percentile(costs, 50)), 1) if costs else None,
-                     "p95": round(float(np.percentile(costs, 95)), 1) if costs else None},
+        "paused_cut": int(sum(r.cut for r in paused)),
+        "paused": len(paused),
+        "straight_cut": int(sum(r.cut for r in straight)),
+        "straight": len(straight),
+        "cut_rejoined": {
+            "paused": int(sum(bool(r.rejoined) for r in paused)),
+            "straight": int(sum(bool(r.rejoined) for r in straight)),
+            "judged": len(rejoined),
+        },
+        "resumed_ms": {
+            "p50": round(float(np.percentile(resumed, 50)), 1) if resumed else None,
+            "min": min(resumed) if resumed else None,
+        },
+        "straight_waiting_over_ms": {
+            "limit": wait_limit_ms,
+            "count": int(sum(w > wait_limit_ms for w in waits)),
+            "share": round(sum(w > wait_limit_ms for w in waits) / max(1, len(straight)), 3),
+        },
+        "straight_wait_ms": {
+            "p50": round(float(np.percentile(waits, 50)), 1) if waits else None,
+            "p95": round(float(np.percentile(waits, 95)), 1) if waits else None,
+        },
+        "model_ms": {
+            "p50": round(float(np.percentile(costs, 50)), 1) if costs else None,
+            "p95": round(float(np.percentile(costs, 95)), 1) if costs else None,
+        },
         "speculate_after_ms": SPECULATE_AFTER_MS,
     }
 
@@ -196,7 +240,15 @@ def measure_pauses(app, split: str) -> dict:
 
 def _row(result: CaseResult) -> dict:
     case = result.case
-    return {"text": case.text, "voice": case.voice, "pause_ms": case.pause_ms, "utterances": result.utterances,
-            "cut": bool(result.cut), "waited_ms": None if result.waited_ms is None else round(result.waited_ms, 1),
-            "verdicts": [list(v) for v in result.verdicts], "heard": [list(h) for h in result.heard],
-            "rejoined": result.rejoined, "resumed_ms": list(result.resumed_ms)}
+    return {
+        "text": case.text,
+        "voice": case.voice,
+        "pause_ms": case.pause_ms,
+        "utterances": result.utterances,
+        "cut": bool(result.cut),
+        "waited_ms": None if result.waited_ms is None else round(result.waited_ms, 1),
+        "verdicts": [list(v) for v in result.verdicts],
+        "heard": [list(h) for h in result.heard],
+        "rejoined": result.rejoined,
+        "resumed_ms": list(result.resumed_ms),
+    }

@@ -47,7 +47,9 @@ def measure_render(app: App, seconds: float, portrait: Path | None = None) -> di
 
 
 def measure(settings, renderer: Style, audio: np.ndarray, visemes: tuple, rate: int, seconds: float) -> dict:
-    sink = open_display(settings.display if settings.display != "file" else "none", settings.width, settings.height, settings.fps)
+    sink = open_display(
+        settings.display if settings.display != "file" else "none", settings.width, settings.height, settings.fps
+    )
     avatar = Avatar()
     period = 1 / settings.fps
     opens, playing = [], []
@@ -66,10 +68,18 @@ def measure(settings, renderer: Style, audio: np.ndarray, visemes: tuple, rate: 
     sink.close()
     lag_ms, correlation = mouth_lag(np.array(opens), np.array(playing), audio, rate)
     print(f"rendered {frames} frames", file=sys.stderr)
-    return {"style": settings.style, "width": settings.width, "height": settings.height, "display": sink.name, "target_fps": settings.fps,
-            "fps": round(frames / wall, 2), "cpu_ms_per_frame": round(cpu / frames * 1000, 3),
-            "cpu_percent_of_one_core": round(cpu / wall * 100, 1),
-            "av_offset_ms": lag_ms, "av_correlation": round(correlation, 3)}
+    return {
+        "style": settings.style,
+        "width": settings.width,
+        "height": settings.height,
+        "display": sink.name,
+        "target_fps": settings.fps,
+        "fps": round(frames / wall, 2),
+        "cpu_ms_per_frame": round(cpu / frames * 1000, 3),
+        "cpu_percent_of_one_core": round(cpu / wall * 100, 1),
+        "av_offset_ms": lag_ms,
+        "av_correlation": round(correlation, 3),
+    }
 
 
 def mouth_lag(opens: np.ndarray, playing: np.ndarray, audio: np.ndarray, rate: int) -> tuple[int, float]:

@@ -44,9 +44,25 @@ def measure_soak(app: App, minutes: float, warmup_minutes: float = 5.0) -> dict:
         visit, clip, settings = _visit(app, work), _camera_clip(work), work / "soak.toml"
         settings.write_text('[avatar]\ndisplay = "none"\n')
         env = os.environ | {"RUNTIME_DIRECTORY": str(work), "NOTIFY_SOCKET": ""}
-        command = [sys.executable, "-m", "device", "--config", str(settings), "--store", str(app.store.root),
-                   "--threads", str(app.threads), "run", "--mic", str(visit), "--loop", "--camera", str(clip),
-                   "--speaker", str(work / "replies.wav")]
+        command = [
+            sys.executable,
+            "-m",
+            "device",
+            "--config",
+            str(settings),
+            "--store",
+            str(app.store.root),
+            "--threads",
+            str(app.threads),
+            "run",
+            "--mic",
+            str(visit),
+            "--loop",
+            "--camera",
+            str(clip),
+            "--speaker",
+            str(work / "replies.wav"),
+        ]
         with open(work / "daemon.log", "wb") as log:
             child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
             try:
@@ -108,29 +124,53 @@ def _sample(child: subprocess.Popen, socket_path: Path, seconds: float) -> list[
         if time.monotonic() >= next_reload:
             child.send_signal(signal.SIGHUP)
             next_reload += RELOAD_EVERY_S
-        samples.append({"t": round(time.monotonic() - started, 1), **_proc(child.pid),
-                        "hung": status["hung_stages"], "tally": status.get("tally", {})})
-        print(f"  {samples[-1]['t']:>6.0f} s  rss {samples[-1]['rss_mb']:.1f} MB  threads {samples[-1]['threads']}  "
-              f"fds {samples[-1]['fds']}  {samples[-1]['tally']}", file=sys.stderr, flush=True)
+        samples.append(
+            {
+                "t": round(time.monotonic() - started, 1),
+                **_proc(child.pid),
+                "hung": status["hung_stages"],
+                "tally": status.get("tally", {}),
+            }
+        )
+        print(
+            f"  {samples[-1]['t']:>6.0f} s  rss {samples[-1]['rss_mb']:.1f} MB  threads {samples[-1]['threads']}  "
+            f"fds {samples[-1]['fds']}  {samples[-1]['tally']}",
+            file=sys.stderr,
+            flush=True,
+        )
     return samples
 
 
 def _proc(pid: int) -> dict:
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-    return {"rss_mb": int(fields["VmRSS"].split()[0]) / 1024, "threads": int(fields["Threads"]),
-            "fds": len(os.listdir(f"/proc/{pid}/fd"))}
+    return {
+        "rss_mb": int(fields["VmRSS"].split()[0]) / 1024,
+        "threads": int(fields["Threads"]),
+        "fds": len(os.listdir(f"/proc/{pid}/fd")),
+    }
 
 
 def _report(samples: list[dict], minutes: float, warmup_minutes: float, exit_code: int, stop_s: float) -> dict:
-    settled = [s for s in samples if s["t"] >= warmup_minutes * 60] or samples[len(samples) // 2:]
-    slope = float(np.polyfit([s["t"] / 60 for s in settled], [s["rss_mb"] for s in settled], 1)[0]) if len(settled) > 2 else None
+    settled = [s for s in samples if s["t"] >= warmup_minutes * 60] or samples[len(samples) // 2 :]
+    slope = (
+        float(np.polyfit([s["t"] / 60 for s in settled], [s["rss_mb"] for s in settled], 1)[0])
+        if len(settled) > 2
+        else None
+    )
     last = samples[-1]["tally"] if samples else {}
     return {
-        "minutes": minutes, "warmup_minutes": warmup_minutes, "samples": len(samples),
-        "rss_mb": {"first": samples[0]["rss_mb"] if samples else None, "last": samples[-1]["rss_mb"] if samples else None,
-                   "slope_after_warmup_mb_per_min": None if slope is None else round(slope, 4)},
+        "minutes": minutes,
+        "warmup_minutes": warmup_minutes,
+        "samples": len(samples),
+        "rss_mb": {
+            "first": samples[0]["rss_mb"] if samples else None,
+            "last": samples[-1]["rss_mb"] if samples else None,
+            "slope_after_warmup_mb_per_min": None if slope is None else round(slope, 4),
+        },
         "threads": [min(s["threads"] for s in samples), max(s["threads"] for s in samples)] if samples else None,
         "fds": [min(s["fds"] for s in samples), max(s["fds"] for s in samples)] if samples else None,
         "hung_stages_seen": sorted({h for s in samples for h in s["hung"]}),
-        "turns": last, "exit_code": exit_code, "stop_seconds": round(stop_s, 2),
+        "turns": last,
+        "exit_code": exit_code,
+        "stop_seconds": round(stop_s, 2),
     }

@@ -17,12 +17,12 @@ import numpy as np
 from engines.errors import InputError
 
 from device.app import App
-from device.settings import Settings
 from device.audio_file import read_audio
 from device.bench.stats import percentiles_ms
 from device.conversation.report import turn_report
 from device.conversation.visit import Question, play_visit
 from device.models.voices import VOICES, load_voices, speak
+from device.settings import Settings
 from device.sound.speakers import RecordingSpeaker
 
 SPANS = ("endpoint", "asr", "dialogue", "first_chunk", "first_audio")  # consecutive; they sum to "turn"
@@ -38,16 +38,23 @@ def site_questions(directory: Path) -> list[Question]:
 
 
 # Questions nothing in the embedded knowledge base answers: `bench turn --llm` asks the LLM these.
-OPEN_QUESTIONS = ("Who painted the Mona Lisa?", "Why is the sky blue?", "Tell me a fun fact about whales.",
-                  "What is the tallest mountain in the world?", "How does a steam train work?",
-                  "What should I read on a rainy day?")
+OPEN_QUESTIONS = (
+    "Who painted the Mona Lisa?",
+    "Why is the sky blue?",
+    "Tell me a fun fact about whales.",
+    "What is the tallest mountain in the world?",
+    "How does a steam train work?",
+    "What should I read on a rainy day?",
+)
 
 
 def open_questions(app: App) -> list[Question]:
     """OPEN_QUESTIONS said by the pinned voice."""
     (voice,) = [v for v in VOICES if v.name == "joe"]
     synthesizers = load_voices(app.store, app.threads)
-    return [Question(speak(synthesizers, voice, text)[0], f"open-{i + 1}", text) for i, text in enumerate(OPEN_QUESTIONS)]
+    return [
+        Question(speak(synthesizers, voice, text)[0], f"open-{i + 1}", text) for i, text in enumerate(OPEN_QUESTIONS)
+    ]
 
 
 def turn_settings(app: App, cache: bool = True, llm_url: str = "") -> Settings:
@@ -71,43 +78,73 @@ def measure_turns(app: App, settings: Settings, questions: list[Question], repea
     threads = app.threads
     print(f"loading models ({threads} thread(s) per model)...", file=sys.stderr, flush=True)
     speakers: list[RecordingSpeaker] = []
-    conversation = app.conversation(lambda rate: speakers.append(RecordingSpeaker(rate)) or speakers[-1],
-                                    build_engines=False, settings=settings, keep_turns=None)
+    conversation = app.conversation(
+        lambda rate: speakers.append(RecordingSpeaker(rate)) or speakers[-1],
+        build_engines=False,
+        settings=settings,
+        keep_turns=None,
+    )
     conversation.speech.wait_prepared()  # measure turns, not the start-up synthesis competing for the CPU
     try:
         for round_ in range(repeat):
-            print(f"round {round_ + 1}/{repeat}: {len(questions)} question(s) in real time", file=sys.stderr, flush=True)
+            print(
+                f"round {round_ + 1}/{repeat}: {len(questions)} question(s) in real time", file=sys.stderr, flush=True
+            )
             play_visit(conversation, questions, realtime=True)
     finally:
         conversation.close()
         speakers[0].close()
-    return build_report(questions, [turn_report(t) for t in conversation.turns], repeat, threads,
-                        settings.endpoint.hangover_ms,
-                        {name: r.backend for name, r in conversation.runners().items()}, settings.tts.cache,
-                        settings.llm.url)
+    return build_report(
+        questions,
+        [turn_report(t) for t in conversation.turns],
+        repeat,
+        threads,
+        settings.endpoint.hangover_ms,
+        {name: r.backend for name, r in conversation.runners().items()},
+        settings.tts.cache,
+        settings.llm.url,
+    )
 
 
-def build_report(questions: list[Question], turns: list[dict], repeat: int, threads: int, hangover_ms: int,
-                 backend_of: dict[str, str], cache: bool, llm_url: str = "") -> dict:
+def build_report(
+    questions: list[Question],
+    turns: list[dict],
+    repeat: int,
+    threads: int,
+    hangover_ms: int,
+    backend_of: dict[str, str],
+    cache: bool,
+    llm_url: str = "",
+) -> dict:
     per_question = []
     answered = [t for t in turns if t["ms"]["turn"] is not None]
     for i, question in enumerate(questions):
         # Turns come in question order, round after round; a question may yield more than one turn
         # (a long pause splits it), so match by the order of answered turns where counts agree.
-        mine = answered[i::len(questions)] if len(answered) == len(questions) * repeat else []
-        per_question.append({
-            "question": question.name,
-            "transcripts": sorted({t["transcript"] for t in mine}),
-            "intents": sorted({t["intent"] for t in mine}),
-            "ms": {s: _p(mine, s) for s in (*SPANS, "processing", "turn")},
-            "llm_first_token_ms": _first_token(mine),
-        })
+        mine = answered[i :: len(questions)] if len(answered) == len(questions) * repeat else []
+        per_question.append(
+            {
+                "question": question.name,
+                "transcripts": sorted({t["transcript"] for t in mine}),
+                "intents": sorted({t["intent"] for t in mine}),
+                "ms": {s: _p(mine, s) for s in (*SPANS, "processing", "turn")},
+                "llm_first_token_ms": _first_token(mine),
+            }
+        )
     return {
-        "device": _device(), "threads": threads, "hangover_ms": hangover_ms, "speech_cache": cache, "llm": llm_url or None,
+        "device": _device(),
+        "threads": threads,
+        "hangover_ms": hangover_ms,
+        "speech_cache": cache,
+        "llm": llm_url or None,
         "llm_first_token_ms": _first_token(answered),
-        "backends": backend_of, "repeat": repeat, "turns_answered": len(answered), "turns_heard": len(turns),
+        "backends": backend_of,
+        "repeat": repeat,
+        "turns_answered": len(answered),
+        "turns_heard": len(turns),
         "overall_ms": {s: _p(answered, s) for s in (*SPANS, "processing", "turn")},
-        "questions": per_question, "turns": turns,
+        "questions": per_question,
+        "turns": turns,
     }
 
 
@@ -136,21 +173,29 @@ def _device() -> str:
 
 def print_report(report: dict) -> None:
     print(f"device: {report['device']}; backends: " + ", ".join(f"{k}={v}" for k, v in report["backends"].items()))
-    print(f"{report['turns_answered']} turns answered of {report['turns_heard']} heard; hangover {report['hangover_ms']} ms; "
-          f"speech cache {'on' if report['speech_cache'] else 'off'}; LLM {report['llm'] or 'off'}")
+    print(
+        f"{report['turns_answered']} turns answered of {report['turns_heard']} heard; "
+        f"hangover {report['hangover_ms']} ms; "
+        f"speech cache {'on' if report['speech_cache'] else 'off'}; LLM {report['llm'] or 'off'}"
+    )
     columns = (*SPANS, "processing", "turn")
     print(f"{'question':<22} {'heard':<34} " + " ".join(f"{c:>11}" for c in (*columns, "llm_token")) + "   (p50 ms)")
     for q in report["questions"]:
         cells = " ".join(f"{q['ms'][c]['p50'] if q['ms'][c] else '-':>11}" for c in columns)
         token = q["llm_first_token_ms"]
-        print(f"{q['question'][:22]:<22} {' / '.join(q['transcripts'])[:34]:<34} {cells} {token['p50'] if token else '-':>11}")
+        print(
+            f"{q['question'][:22]:<22} {' / '.join(q['transcripts'])[:34]:<34} "
+            f"{cells} {token['p50'] if token else '-':>11}"
+        )
     for p in ("p50", "p95", "p99"):
         cells = " ".join(f"{report['overall_ms'][c][p] if report['overall_ms'][c] else '-':>11}" for c in columns)
         token = report["llm_first_token_ms"]
         print(f"{'all turns ' + p:<57} {cells} {token[p] if token else '-':>11}")
     if report["llm"]:
-        print("llm_token = the LLM's time to its first word; dialogue includes it; first_chunk = the rest of the first "
-              "sentence and its synthesis")
+        print(
+            "llm_token = the LLM's time to its first word; dialogue includes it; first_chunk = the rest of the first "
+            "sentence and its synthesis"
+        )
 
 
 def plot_report(report: dict, path: Path) -> None:

@@ -24,7 +24,9 @@ from device.models import catalog
 def register(commands: argparse._SubParsersAction) -> None:
     avatar = commands.add_parser("avatar", help="check a portrait photo, or preview the avatar with it")
     kinds = avatar.add_subparsers(dest="kind", required=True, metavar="KIND")
-    check = kinds.add_parser("check", help="whether a photo will work as the portrait (exit 1 if not, with the reasons)")
+    check = kinds.add_parser(
+        "check", help="whether a photo will work as the portrait (exit 1 if not, with the reasons)"
+    )
     check.add_argument("photo", type=Path)
     check.add_argument("--json", action="store_true", help="print JSON")
     check.set_defaults(run=_check)
@@ -38,8 +40,15 @@ def register(commands: argparse._SubParsersAction) -> None:
 def _check(app: App, args: argparse.Namespace) -> int:
     verdict = check_photo(read_photo(args.photo), app.store, app.threads)
     if args.json:
-        print_json({"photo": str(args.photo), "usable": verdict.usable, "problems": verdict.problems,
-                    "advice": verdict.advice, "measures": verdict.measures})
+        print_json(
+            {
+                "photo": str(args.photo),
+                "usable": verdict.usable,
+                "problems": verdict.problems,
+                "advice": verdict.advice,
+                "measures": verdict.measures,
+            }
+        )
     else:
         print(f"{args.photo}: {'usable' if verdict.usable else 'NOT usable'}")
         for line in verdict.problems:
@@ -61,8 +70,10 @@ def _preview(app: App, args: argparse.Namespace) -> int:
     print("answering the bundled visit's questions...", file=sys.stderr, flush=True)
     dialogue, tts = app.dialogue(), catalog.load_tts(app.store, app.threads)
     replies = []
-    for question in bundled_questions()[:args.answers]:
-        replies.append((*spoken_with_visemes(tts, " ".join(dialogue.answer(question.text).sentences())), tts.sample_rate))
+    for question in bundled_questions()[: args.answers]:
+        replies.append(
+            (*spoken_with_visemes(tts, " ".join(dialogue.answer(question.text).sentences())), tts.sample_rate)
+        )
     sink = VideoFileSink(args.out, settings.width, settings.height, settings.fps)
     print(f"rendering {len(replies)} answers...", file=sys.stderr, flush=True)
     written = sink.close(render_replies(replies, renderer, sink, settings.fps), tts.sample_rate)

@@ -17,7 +17,7 @@ from device.avatar.display import VideoFileSink
 from device.avatar.playback import render_replies
 from device.avatar.styles import open_style
 from device.commands.context import print_json
-from device.conversation.report import turn_report, print_turn_table
+from device.conversation.report import print_turn_table, turn_report
 from device.conversation.visit import bundled_questions, play_visit
 from device.sound.speakers import RecordingSpeaker
 
@@ -29,11 +29,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     ask.set_defaults(run=_ask)
 
     demo = commands.add_parser("demo", help="a bundled visitor conversation through the real pipeline on the CPU")
-    demo.add_argument("--out", type=Path, default=Path("out"), help="directory for the reply audio and latency.json (default out/)")
-    demo.add_argument("--fast", action="store_true",
-                      help="feed the visit as fast as the machine can instead of at the microphone's pace, each pause's "
-                           "recognition given the next frame (for tests: the same turns on any machine; the latency "
-                           "figures are then not a kiosk's)")
+    demo.add_argument(
+        "--out", type=Path, default=Path("out"), help="directory for the reply audio and latency.json (default out/)"
+    )
+    demo.add_argument(
+        "--fast",
+        action="store_true",
+        help="feed the visit as fast as the machine can instead of at the microphone's pace, each pause's "
+        "recognition given the next frame (for tests: the same turns on any machine; the latency "
+        "figures are then not a kiosk's)",
+    )
     demo.set_defaults(run=_demo)
 
 
@@ -42,8 +47,11 @@ def _avatar_video(app: App, turns, path: Path) -> list[Path]:
     avatar = app.settings.avatar
     renderer = open_style(avatar, app.store, app.threads)
     sink = VideoFileSink(path, avatar.width, avatar.height, avatar.fps)
-    replies = [(t.reply_audio, tuple(v for c in t.chunks for v in c.visemes), t.chunks[0].sample_rate)
-               for t in turns if t.chunks]
+    replies = [
+        (t.reply_audio, tuple(v for c in t.chunks for v in c.visemes), t.chunks[0].sample_rate)
+        for t in turns
+        if t.chunks
+    ]
     soundtrack = render_replies(replies, renderer, sink, avatar.fps)
     return sink.close(soundtrack, replies[0][2] if replies else 22050)
 
@@ -56,9 +64,16 @@ def _ask(app: App, args: argparse.Namespace) -> int:
     ranking = dialogue.rank(args.question)[:3]
     if args.json:
         text = " ".join(answer.sentences())
-        print_json({"question": args.question, "intent": answer.intent, "score": round(answer.score, 3),
-                    "source": answer.source, "answer": text,
-                    "ranking": [{"intent": i, "score": round(s, 3)} for i, s in ranking]})
+        print_json(
+            {
+                "question": args.question,
+                "intent": answer.intent,
+                "score": round(answer.score, 3),
+                "source": answer.source,
+                "answer": text,
+                "ranking": [{"intent": i, "score": round(s, 3)} for i, s in ranking],
+            }
+        )
     else:
         print(f"intent: {answer.intent} (score {answer.score:.2f}, {answer.source})")
         print("answer:", end="", flush=True)
@@ -78,12 +93,18 @@ def _demo(app: App, args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     print("loading models...", file=sys.stderr, flush=True)
     speakers: list[RecordingSpeaker] = []
-    conversation = app.conversation(lambda rate: speakers.append(RecordingSpeaker(rate, realtime=not args.fast)) or speakers[-1],
-                                    build_engines=False, keep_turns=None)
+    conversation = app.conversation(
+        lambda rate: speakers.append(RecordingSpeaker(rate, realtime=not args.fast)) or speakers[-1],
+        build_engines=False,
+        keep_turns=None,
+    )
     print("models on: " + ", ".join(f"{n} {r.backend}" for n, r in conversation.runners().items()), file=sys.stderr)
     questions = bundled_questions()
-    print(f"playing {len(questions)} spoken questions {'as fast as possible' if args.fast else 'in real time'}...",
-          file=sys.stderr, flush=True)
+    print(
+        f"playing {len(questions)} spoken questions {'as fast as possible' if args.fast else 'in real time'}...",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         play_visit(conversation, questions, realtime=not args.fast)
     finally:
@@ -96,10 +117,14 @@ def _demo(app: App, args: argparse.Namespace) -> int:
             report["audio"] = f"reply-{turn.id}.wav"
     rate = speakers[0].sample_rate
     write_wav(out / "replies.wav", np.concatenate([t.reply_audio for t in conversation.turns]), rate)
-    (out / "latency.json").write_text(json.dumps({"threads": threads, "hangover_ms": settings.endpoint.hangover_ms,
-                                                   "turns": turns}, indent=2) + "\n")
+    (out / "latency.json").write_text(
+        json.dumps({"threads": threads, "hangover_ms": settings.endpoint.hangover_ms, "turns": turns}, indent=2) + "\n"
+    )
     print_turn_table(turns, expected=[q.intent for q in questions])
     video = _avatar_video(app, conversation.turns, out / "avatar.mp4")
-    print(f"wrote {out}/latency.json, {out}/replies.wav, one reply-N.wav per answer and {', '.join(str(p) for p in video)}")
+    print(
+        f"wrote {out}/latency.json, {out}/replies.wav, "
+        f"one reply-N.wav per answer and {', '.join(str(p) for p in video)}"
+    )
     fits = len(turns) == len(questions) and all(t["intent"] == q.intent for t, q in zip(turns, questions))
     return 0 if fits else 1

@@ -42,8 +42,15 @@ def _transcribe(app: App, args: argparse.Namespace) -> int:
     transcript = asr.transcribe(audio)
     seconds = time.perf_counter() - started
     if args.json:
-        print_json({"file": str(args.audio), "text": transcript.text, "audio_seconds": round(transcript.audio_seconds, 3),
-                    "seconds": round(seconds, 3), "tokens": list(transcript.tokens)})
+        print_json(
+            {
+                "file": str(args.audio),
+                "text": transcript.text,
+                "audio_seconds": round(transcript.audio_seconds, 3),
+                "seconds": round(seconds, 3),
+                "tokens": list(transcript.tokens),
+            }
+        )
     else:
         print(transcript.text)
     return 0
@@ -60,8 +67,15 @@ def _speak(app: App, args: argparse.Namespace) -> int:
         for chunk in chunks:
             phonemes += [{"phoneme": p.phoneme, "start": offset + p.start, "samples": p.length} for p in chunk.phonemes]
             offset += len(chunk.audio)
-        print_json({"out": str(args.out), "sample_rate": tts.sample_rate, "seconds": round(len(audio) / tts.sample_rate, 3),
-                    "sentences": [c.text for c in chunks], "phonemes": phonemes})
+        print_json(
+            {
+                "out": str(args.out),
+                "sample_rate": tts.sample_rate,
+                "seconds": round(len(audio) / tts.sample_rate, 3),
+                "sentences": [c.text for c in chunks],
+                "phonemes": phonemes,
+            }
+        )
     else:
         print(f"wrote {args.out}: {len(audio) / tts.sample_rate:.2f} s, {len(chunks)} sentence(s)")
     return 0
@@ -76,12 +90,19 @@ def _detect_faces(app: App, args: argparse.Namespace) -> int:
     if image is None:
         raise InputError(f"{args.image} is not an image OpenCV can read (JPEG, PNG, BMP, ...)")
     if min(image.shape[:2]) < MIN_IMAGE_SIDE:
-        raise InputError(f"{args.image} is {image.shape[1]}x{image.shape[0]} pixels; a camera frame is at least "
-                         f"{MIN_IMAGE_SIDE} pixels on each side")
+        raise InputError(
+            f"{args.image} is {image.shape[1]}x{image.shape[0]} pixels; a camera frame is at least "
+            f"{MIN_IMAGE_SIDE} pixels on each side"
+        )
     faces = catalog.load_faces(app.store, app.threads).detect(image)
-    rows = [{"box": [round(v, 1) for v in f.box], "score": round(f.score, 3),
-             "keypoints": {name: [round(x, 1), round(y, 1)] for name, (x, y) in zip(KEYPOINTS, f.keypoints)}}
-            for f in faces]
+    rows = [
+        {
+            "box": [round(v, 1) for v in f.box],
+            "score": round(f.score, 3),
+            "keypoints": {name: [round(x, 1), round(y, 1)] for name, (x, y) in zip(KEYPOINTS, f.keypoints)},
+        }
+        for f in faces
+    ]
     if args.json:
         print_json({"image": str(args.image), "width": image.shape[1], "height": image.shape[0], "faces": rows})
     else:

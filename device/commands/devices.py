@@ -22,8 +22,14 @@ def cameras() -> list[dict]:
     for path in sorted(glob.glob("/dev/video*")):
         capture = cv2.VideoCapture(path, cv2.CAP_V4L2)
         if capture.isOpened():
-            found.append({"path": path, "width": int(capture.get(cv2.CAP_PROP_FRAME_WIDTH)),
-                          "height": int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT)), "fps": capture.get(cv2.CAP_PROP_FPS)})
+            found.append(
+                {
+                    "path": path,
+                    "width": int(capture.get(cv2.CAP_PROP_FRAME_WIDTH)),
+                    "height": int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT)),
+                    "fps": capture.get(cv2.CAP_PROP_FPS),
+                }
+            )
         capture.release()
     return found
 
@@ -46,6 +52,8 @@ def _run(app: App, args: argparse.Namespace) -> int:
     for c in video:
         print(f"  {c['path']}  {c['width']}x{c['height']} at {c['fps']:.0f} fps")
     if not (inputs or outputs or video):
-        print("Nothing to capture or play with: plug in the USB microphone, speaker and camera; "
-              "set [audio] and [camera] in /etc/orin-avatar/orin-avatar.toml.")
+        print(
+            "Nothing to capture or play with: plug in the USB microphone, speaker and camera; "
+            "set [audio] and [camera] in /etc/orin-avatar/orin-avatar.toml."
+        )
     return 0

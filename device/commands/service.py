@@ -29,9 +29,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--speaker", type=Path, help="write the replies to this WAV file instead of the sound card")
     run.add_argument("--camera", type=Path, help="a video file as the camera")
     run.add_argument("--loop", action="store_true", help="play the --mic file again and again (soak tests)")
-    run.add_argument("--echo-db", type=float, metavar="DB",
-                     help="with --mic and --speaker: the replies reach the microphone through a simulated hall, "
-                          "their echo DB louder than the visitor (needs pyroomacoustics: pip install 'orin-avatar[rooms]')")
+    run.add_argument(
+        "--echo-db",
+        type=float,
+        metavar="DB",
+        help="with --mic and --speaker: the replies reach the microphone through a simulated hall, "
+        "their echo DB louder than the visitor (needs pyroomacoustics: pip install 'orin-avatar[rooms]')",
+    )
     run.set_defaults(run=_run)
     status = commands.add_parser("status", help="the running daemon: backends and why, fallbacks, last turns, devices")
     status.add_argument("--json", action="store_true", help="print JSON")
@@ -60,7 +64,9 @@ def _run(app: App, args: argparse.Namespace) -> int:
     echo = None
     if args.echo_db is not None:
         if args.mic is None or args.speaker is None:
-            raise InputError("--echo-db needs --mic and --speaker: the echo room joins a recorded visit to the replies file")
+            raise InputError(
+                "--echo-db needs --mic and --speaker: the echo room joins a recorded visit to the replies file"
+            )
         echo = EchoPath(echo_db=args.echo_db)  # checks the range now
     return Daemon(app, RunOptions(args.mic, args.speaker, args.camera, args.loop, echo)).run()
 
@@ -74,20 +80,32 @@ def _status(app: App, args: argparse.Namespace) -> int:
     print(f"  conversation {status['conversation']}")
     for name, model in status["models"].items():
         extra = f" - {model['reason']}" if model.get("reason") and model["kind"] == "cpu" else ""
-        counts = f" engine {model['engine_calls']}, cpu {model['cpu_calls']}, fallbacks {model['fallbacks']}" if "cpu_calls" in model else ""
+        counts = (
+            f" engine {model['engine_calls']}, cpu {model['cpu_calls']}, fallbacks {model['fallbacks']}"
+            if "cpu_calls" in model
+            else ""
+        )
         print(f"  {name:<12} {model['backend']}{extra}{counts}")
     for device, state in status["devices"].items():
         print(f"  {device:<12} {state}")
     if status["hung_stages"]:
         print(f"  HUNG: {', '.join(status['hung_stages'])}")
-    print(f"  knowledge    {status['knowledge']['intents']} intents; last reload: {status['knowledge']['last_reload'] or '-'}")
+    print(
+        f"  knowledge    {status['knowledge']['intents']} intents; "
+        f"last reload: {status['knowledge']['last_reload'] or '-'}"
+    )
     bargein, tally = status["bargein"], status["tally"]
     erle = f", echo return loss enhancement {bargein['erle_db']} dB" if bargein["erle_db"] is not None else ""
-    print(f"  barge-in     {'on' if bargein['enabled'] else 'off'} (echo canceller {bargein['echo_canceller']}{erle}); "
-          f"paused {tally.get('barge-in: paused a reply', 0)} (by a sound that was not speech "
-          f"{tally.get('barge-in: a sound, not speech', 0)}), cut {tally.get('barge-in: cut a reply', 0)}")
+    print(
+        f"  barge-in     {'on' if bargein['enabled'] else 'off'} (echo canceller {bargein['echo_canceller']}{erle}); "
+        f"paused {tally.get('barge-in: paused a reply', 0)} (by a sound that was not speech "
+        f"{tally.get('barge-in: a sound, not speech', 0)}), cut {tally.get('barge-in: cut a reply', 0)}"
+    )
     for turn in status["turns"]:
-        print(f"  turn {turn['turn']:>3}  {turn['latency_ms'] or '-':>7} ms  {turn['intent'] or turn['ignored'] or '-':<15} {turn['transcript']}")
+        print(
+            f"  turn {turn['turn']:>3}  {turn['latency_ms'] or '-':>7} ms  "
+            f"{turn['intent'] or turn['ignored'] or '-':<15} {turn['transcript']}"
+        )
     return 0
 
 
@@ -106,8 +124,11 @@ def _doctor(app: App, args: argparse.Namespace) -> int:
 def _install(app: App, args: argparse.Namespace) -> int:
     if shutil.which("systemctl") is None:
         raise OrinAvatarError("systemctl not found: this machine does not run systemd")
-    for name, dest in (("orin-avatar.service", UNIT_DIR), ("orin-avatar.sysusers", Path("/usr/lib/sysusers.d")),
-                       ("orin-avatar.tmpfiles", Path("/usr/lib/tmpfiles.d"))):
+    for name, dest in (
+        ("orin-avatar.service", UNIT_DIR),
+        ("orin-avatar.sysusers", Path("/usr/lib/sysusers.d")),
+        ("orin-avatar.tmpfiles", Path("/usr/lib/tmpfiles.d")),
+    ):
         target = dest / (name.replace(".sysusers", ".conf").replace(".tmpfiles", ".conf"))
         dest.mkdir(parents=True, exist_ok=True)
         target.write_bytes(unit_file(name))
@@ -120,6 +141,8 @@ def _install(app: App, args: argparse.Namespace) -> int:
         if result.returncode != 0:
             raise OrinAvatarError(f"{' '.join(command)} failed: {result.stderr.strip()}")
     print(json.dumps({"installed": True, "enabled": not args.no_enable}))
-    print("the unit runs /opt/orin-avatar/.venv/bin/orin-avatar (see README); start it with: systemctl start orin-avatar",
-          file=sys.stderr)
+    print(
+        "the unit runs /opt/orin-avatar/.venv/bin/orin-avatar (see README); start it with: systemctl start orin-avatar",
+        file=sys.stderr,
+    )
     return 0

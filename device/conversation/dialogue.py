@@ -53,10 +53,17 @@ _NO = frozenset("no nope nah not wrong".split())
 # Built-ins whose answers the code makes; greeting and goodbye are ordinary answers.
 BUILTINS = (
     Intent("greeting", ("Hello!", "Hi there.", "Good morning.", "Hey robot."), "Hello! How can I help you?"),
-    Intent(GOODBYE, ("Goodbye.", "Bye, thank you!", "See you later.", "Thanks, that is all.", "I'm leaving now."),
-           "Goodbye, and enjoy your visit!"),
-    Intent(REPEAT, ("Can you repeat that?", "Say that again, please.", "What did you say?", "Pardon?", "I didn't catch that."), "",
-           "that I say it again"),
+    Intent(
+        GOODBYE,
+        ("Goodbye.", "Bye, thank you!", "See you later.", "Thanks, that is all.", "I'm leaving now."),
+        "Goodbye, and enjoy your visit!",
+    ),
+    Intent(
+        REPEAT,
+        ("Can you repeat that?", "Say that again, please.", "What did you say?", "Pardon?", "I didn't catch that."),
+        "",
+        "that I say it again",
+    ),
     Intent("time", ("What time is it?", "What is the time now?", "Do you know the time?"), ""),
     Intent("date", ("What is the date today?", "What day is it today?", "Which day is it?"), ""),
     Intent(STOP, ("Stop talking.", "Stop.", "Be quiet.", "That's enough.", "Shut up."), ""),
@@ -105,8 +112,14 @@ class Decision:
 
 
 class Dialogue:
-    def __init__(self, encoder: TextEncoder, intents: tuple[Intent, ...], settings: DialogueSettings,
-                 llm: LlmClient | None = None, clock: Callable[[], datetime.datetime] = datetime.datetime.now) -> None:
+    def __init__(
+        self,
+        encoder: TextEncoder,
+        intents: tuple[Intent, ...],
+        settings: DialogueSettings,
+        llm: LlmClient | None = None,
+        clock: Callable[[], datetime.datetime] = datetime.datetime.now,
+    ) -> None:
         self.encoder = encoder
         self.settings = settings
         self.llm = llm
@@ -116,7 +129,8 @@ class Dialogue:
         self._guess: Decision | None = None  # the last ask-back, waiting for its yes or no
         # The current visit's questions and answers, for the LLM (owned by the thread that calls answer()).
         self._visit: collections.deque[tuple[str, Answer]] = collections.deque(
-            maxlen=llm.settings.visit_turns if llm is not None else 0)
+            maxlen=llm.settings.visit_turns if llm is not None else 0
+        )
         self._builtin_names = {i.name for i in BUILTINS}
         self._actions = {i.name for i in BUILTINS if not i.answer}
         self._guarded = self._actions - {REPEAT}  # never asked back about: below ACTION_THRESHOLD, rephrase
@@ -131,8 +145,10 @@ class Dialogue:
         `between` is called between batches (TextEncoder.embed): an exception it raises keeps the old."""
         clash = sorted({i.name for i in intents} & {i.name for i in BUILTINS})
         if clash:
-            raise KnowledgeError(f"intent name(s) {', '.join(clash)} are built in; give the knowledge base's intents other "
-                                 "names (the built-ins: " + ", ".join(i.name for i in BUILTINS) + ")")
+            raise KnowledgeError(
+                f"intent name(s) {', '.join(clash)} are built in; give the knowledge base's intents other "
+                "names (the built-ins: " + ", ".join(i.name for i in BUILTINS) + ")"
+            )
         by_name = {i.name: i for i in (*BUILTINS, *intents)}
         owners = [i.name for i in by_name.values() for _ in i.examples]
         examples = self.encoder.embed([e for i in by_name.values() for e in i.examples], between)
@@ -206,8 +222,12 @@ class Dialogue:
             return self._remember(question, Answer(REPHRASE, decision.score, REPHRASE_ANSWER, "fallback"))
         if decision.kind == ASK_BACK:
             self._guess = decision
-            return self._remember(question, Answer(ASK_BACK, decision.score, self.intents[decision.intent].ask_back,
-                                                   "ask_back", about=decision.intent))
+            return self._remember(
+                question,
+                Answer(
+                    ASK_BACK, decision.score, self.intents[decision.intent].ask_back, "ask_back", about=decision.intent
+                ),
+            )
         return self._remember(question, self._answer_of(decision))
 
     def cut_short(self, unsaid: str) -> None:
@@ -225,31 +245,42 @@ class Dialogue:
             return Answer(intent, decision.score, self.intents[intent].answer or self._builtin(intent), "builtin")
         return Answer(intent, decision.score, self.intents[intent].answer, "knowledge")
 
-    def _ask_llm(self, question: str, ranking: list[tuple[str, float]], cancelled: threading.Event) -> SpokenReply | None:
+    def _ask_llm(
+        self, question: str, ranking: list[tuple[str, float]], cancelled: threading.Event
+    ) -> SpokenReply | None:
         """The LLM's reply once its first word is in, or None (the knowledge base answers)."""
         pieces = self.llm.stream(self._prompt(question, ranking), cancelled)
         asked = self.llm.clock()
         try:
             first = next(pieces)
         except (StopIteration, LlmError) as exc:
-            log.warning("LLM at %s gave no usable answer (%s); the knowledge base answers", self.llm.settings.url,
-                        exc or "an empty reply")
+            log.warning(
+                "LLM at %s gave no usable answer (%s); the knowledge base answers",
+                self.llm.settings.url,
+                exc or "an empty reply",
+            )
             pieces.close()
             return None
-        return SpokenReply(_chain(first, pieces), self.llm.settings.max_words, round((self.llm.clock() - asked) * 1000, 1))
+        return SpokenReply(
+            _chain(first, pieces), self.llm.settings.max_words, round((self.llm.clock() - asked) * 1000, 1)
+        )
 
     def _prompt(self, question: str, ranking: list[tuple[str, float]]) -> list[dict[str, str]]:
         """The operator's system prompt, the visit so far, then the closest knowledge-base entries with the
         question. What changes least comes first, so a server that keeps its last prompt's prefix (llama.cpp,
         vLLM, Ollama) only reads the new turn: the time to the first word stays flat as a visit goes on."""
         settings = self.llm.settings
-        closest = [self.intents[name] for name, _ in ranking if name not in self._builtin_names][:settings.grounding_entries]
+        closest = [self.intents[name] for name, _ in ranking if name not in self._builtin_names][
+            : settings.grounding_entries
+        ]
         facts = "\n".join(f"- {intent.examples[0]} {intent.answer}" for intent in closest)
         messages = [{"role": "system", "content": settings.system_prompt}]
         for asked, answered in self._visit:
             if answered.spoken:  # not an answer that was never said (heard while the robot spoke)
                 messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered.spoken}]
-        grounded = f"Facts to answer from (never contradict them):\n{facts}\n\nQuestion: {question}" if facts else question
+        grounded = (
+            f"Facts to answer from (never contradict them):\n{facts}\n\nQuestion: {question}" if facts else question
+        )
         return messages + [{"role": "user", "content": grounded}]
 
     def _builtin(self, intent: str) -> str:
@@ -260,7 +291,11 @@ class Dialogue:
             return f"Today is {now.strftime('%A, %B')} {now.day}."
         if intent == REPEAT:
             unsaid, self._unsaid = self._unsaid, ""
-            return unsaid or (self._last.spoken if self._last else "") or "I have not said anything yet. How can I help you?"
+            return (
+                unsaid
+                or (self._last.spoken if self._last else "")
+                or "I have not said anything yet. How can I help you?"
+            )
         return ""  # stop
 
     def _remember(self, question: str, answer: Answer) -> Answer:
@@ -274,7 +309,7 @@ class Dialogue:
 
 
 def _yes_or_no(reply: str) -> str:
-    """"yes", "no" or "" of a short reply to an ask-back ("Yes please", "No, not that"); a longer one
+    """ "yes", "no" or "" of a short reply to an ask-back ("Yes please", "No, not that"); a longer one
     ("No, where is the cafe?") is a question of its own."""
     words = [w.strip(".,!?;:'\"") for w in reply.lower().split()]
     if len(words) > 4:

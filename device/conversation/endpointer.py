@@ -26,7 +26,6 @@ from device.conversation.pause_words import Words
 from device.messages import EndOfTurnVerdict, SpeechPaused, SpeechResumed, SpeechStarted, Utterance
 from device.settings import EndpointSettings
 
-
 Event = SpeechStarted | SpeechPaused | SpeechResumed | Utterance
 
 # Speculative recognition starts at the first silent frame. A one-frame VAD dip between syllables
@@ -46,7 +45,9 @@ class Endpointer:
         self._judged = judged
         self._onset = settings.frames(settings.onset_ms)
         self._hangover = settings.frames(settings.hangover_ms)
-        self._quiet_hangover = settings.frames(settings.quiet_hangover_ms) if settings.quiet_hangover_ms else self._hangover
+        self._quiet_hangover = (
+            settings.frames(settings.quiet_hangover_ms) if settings.quiet_hangover_ms else self._hangover
+        )
         self._min_hangover = settings.frames(settings.min_hangover_ms)
         self._max_hangover = settings.frames(settings.max_hangover_ms)
         self._pre_roll = settings.frames(settings.pre_roll_ms)
@@ -76,8 +77,9 @@ class Endpointer:
     def speaking(self) -> bool:
         return self._speaking
 
-    def push(self, frame: np.ndarray, probability: float, over_floor: bool = True,
-             on_axis_db: float | None = None) -> list[Event]:
+    def push(
+        self, frame: np.ndarray, probability: float, over_floor: bool = True, on_axis_db: float | None = None
+    ) -> list[Event]:
         """Feed one frame and its VAD probability; return what it decided. `over_floor` False: speech
         need not be louder than the noise floor (while the robot speaks, what the echo canceller
         leaves and its suppression of the visitor in double talk are no hall). `on_axis_db`: a
@@ -135,8 +137,11 @@ class Endpointer:
             if self._silence_run == 1:
                 self._quiet = self._in_a_quiet_room()
             if self._silence_run == self._speculate_after:
-                events.append(SpeechPaused(self._audio_until(index + 1), self._last_speech * FRAME,
-                                           (index + 1 - self._last_voiced) * FRAME))
+                events.append(
+                    SpeechPaused(
+                        self._audio_until(index + 1), self._last_speech * FRAME, (index + 1 - self._last_voiced) * FRAME
+                    )
+                )
         if self._silence_run >= self._pause_limit():
             events.append(self._finish(index, truncated=False))
         elif len(self._frames) >= self._max_frames:
@@ -190,7 +195,7 @@ class Endpointer:
         The fixed hangover's last frame is for a hall, where a visitor's quieter syllables fall under
         the floor's margin and a shorter wait splits their question (docs/lab/end-of-turn.md); a visitor
         that far over the room has no syllable near the margin."""
-        spoken = self._levels[self._speech_start // FRAME - self._first_frame:self._last_speech - self._first_frame]
+        spoken = self._levels[self._speech_start // FRAME - self._first_frame : self._last_speech - self._first_frame]
         return float(np.percentile(spoken, 90)) - self._floor.level >= self.settings.quiet_over_floor_db
 
     def _audio_until(self, frame_index: int) -> np.ndarray:
@@ -203,8 +208,9 @@ class Endpointer:
         (`speech_end`) is still the margin's, so a hall's talk holds no utterance open."""
         end = index + 1 if truncated else self._last_speech
         audio = self._audio_until(index + 1 if truncated else self._last_voiced)
-        utterance = Utterance(audio, self._speech_start, end * FRAME, (index + 1) * FRAME, self._first_frame * FRAME,
-                              truncated)
+        utterance = Utterance(
+            audio, self._speech_start, end * FRAME, (index + 1) * FRAME, self._first_frame * FRAME, truncated
+        )
         position = self._position
         self.reset()
         self._position = self._first_frame = position

@@ -44,22 +44,36 @@ def judge(dialogue: Dialogue, questions: list[tuple[str, str]]) -> list[dict]:
     rows = []
     for expected, text in questions:
         decision = dialogue.decide(text)
-        rows.append({"question": text, "expected": expected, "kind": decision.kind, "intent": decision.intent,
-                     "score": round(decision.score, 3), "outcome": outcome(decision, expected)})
+        rows.append(
+            {
+                "question": text,
+                "expected": expected,
+                "kind": decision.kind,
+                "intent": decision.intent,
+                "score": round(decision.score, 3),
+                "outcome": outcome(decision, expected),
+            }
+        )
     return rows
 
 
 def tally(rows: list[dict]) -> dict:
     """Counts per outcome; `right_or_asked`: the share answered right or asked back about the right intent."""
     counts = {name: sum(r["outcome"] == name for r in rows) for name in OUTCOMES}
-    return {"questions": len(rows), **counts,
-            "right_or_asked": round((counts["right"] + counts["asked back right"]) / max(1, len(rows)), 3)}
+    return {
+        "questions": len(rows),
+        **counts,
+        "right_or_asked": round((counts["right"] + counts["asked back right"]) / max(1, len(rows)), 3),
+    }
 
 
 def tally_line(counts: dict) -> str:
     """A tally in words, for the commands that print one."""
-    return (f"right {counts['right']}, asked back right {counts['asked back right']}, asked to rephrase {counts['rephrase']}, "
-            f"asked back wrong {counts['asked back wrong']}, wrong {counts['wrong']}")
+    return (
+        f"right {counts['right']}, asked back right {counts['asked back right']}, "
+        f"asked to rephrase {counts['rephrase']}, "
+        f"asked back wrong {counts['asked back wrong']}, wrong {counts['wrong']}"
+    )
 
 
 def claimed_examples(dialogue: Dialogue) -> list[Claimed]:
@@ -96,12 +110,16 @@ def load_questions(path: Path, key: str, intents: set[str]) -> list[tuple[str, s
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise KnowledgeError(f"the questions file {path} is not valid TOML text: {exc}") from None
     if not isinstance(pairs, list) or not pairs:
-        raise KnowledgeError(f"{where}: expected an array of [\"intent\", \"question\"] pairs, e.g. "
-                             f"{key} = [[\"restrooms\", \"Where is the loo?\"]]")
+        raise KnowledgeError(
+            f'{where}: expected an array of ["intent", "question"] pairs, e.g. '
+            f'{key} = [["restrooms", "Where is the loo?"]]'
+        )
     for n, pair in enumerate(pairs, 1):
         if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) and p.strip() for p in pair)):
-            raise KnowledgeError(f"{where}, entry {n}: expected [\"intent\", \"question\"], got {pair!r}")
+            raise KnowledgeError(f'{where}, entry {n}: expected ["intent", "question"], got {pair!r}')
         if pair[0] not in intents and pair[0] != NONE:
-            raise KnowledgeError(f"{where}, entry {n}: unknown intent {pair[0]!r}; the knowledge base and built-ins "
-                                 f"have {', '.join(sorted(intents))}, and \"none\" marks a question it cannot answer")
+            raise KnowledgeError(
+                f"{where}, entry {n}: unknown intent {pair[0]!r}; the knowledge base and built-ins "
+                f'have {", ".join(sorted(intents))}, and "none" marks a question it cannot answer'
+            )
     return [(intent, question.strip()) for intent, question in pairs]

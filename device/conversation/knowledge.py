@@ -13,9 +13,10 @@ from engines.errors import OrinAvatarError
 
 from device.toml_file import tomllib
 
-
 EXAMPLE_FILE = Path(__file__).parent.parent / "knowledge" / "visitor_centre.toml"
-MAX_KNOWLEDGE_BYTES = 16 * 2**20  # 3,000 intents take about 1 MiB; a file far larger is a mistake, read whole it stalls the reload
+MAX_KNOWLEDGE_BYTES = (
+    16 * 2**20
+)  # 3,000 intents take about 1 MiB; a file far larger is a mistake, read whole it stalls the reload
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _HEADER = re.compile(r"^\s*\[\[\s*intent\s*\]\]")
 
@@ -45,14 +46,18 @@ def load_knowledge(path: Path | None = None) -> tuple[Intent, ...]:
         raise KnowledgeError(f"the knowledge base {path} {what}; give a TOML file of [[intent]] tables")
     size = path.stat().st_size
     if size > MAX_KNOWLEDGE_BYTES:
-        raise KnowledgeError(f"the knowledge base {path} is {size / 2**20:.0f} MiB, more than the {MAX_KNOWLEDGE_BYTES // 2**20} MiB "
-                             "read; is it the right file? A knowledge base is a TOML file of [[intent]] tables")
+        raise KnowledgeError(
+            f"the knowledge base {path} is {size / 2**20:.0f} MiB, more than the {MAX_KNOWLEDGE_BYTES // 2**20} MiB "
+            "read; is it the right file? A knowledge base is a TOML file of [[intent]] tables"
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise KnowledgeError(f"cannot read the knowledge base {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
-        raise KnowledgeError(f"the knowledge base {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+        raise KnowledgeError(
+            f"the knowledge base {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -66,7 +71,11 @@ def load_knowledge(path: Path | None = None) -> tuple[Intent, ...]:
     # Where each intent starts, for messages: `[[intent]]` headers (spaces allowed inside the brackets);
     # intents written as inline tables have no header line and are named by their position.
     lines = [n + 1 for n, line in enumerate(text.splitlines()) if _HEADER.match(line)]
-    places = [f"line {n}" for n in lines] if len(lines) == len(tables) else [f"intent {i}" for i in range(1, len(tables) + 1)]
+    places = (
+        [f"line {n}" for n in lines]
+        if len(lines) == len(tables)
+        else [f"intent {i}" for i in range(1, len(tables) + 1)]
+    )
     intents, names = [], set()
     for table, place in zip(tables, places):
         if not isinstance(table, dict):
@@ -82,8 +91,10 @@ def load_knowledge(path: Path | None = None) -> tuple[Intent, ...]:
 def _intent(table: dict, where: str) -> Intent:
     unknown = set(table) - {"name", "examples", "answer", "topic"}
     if unknown:
-        raise KnowledgeError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; an intent has name, examples, answer "
-                             "and optionally topic")
+        raise KnowledgeError(
+            f"{where}: unknown key(s) {', '.join(sorted(unknown))}; an intent has name, examples, answer "
+            "and optionally topic"
+        )
     name = table.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
         raise KnowledgeError(f"{where}: 'name' must be a word of letters, digits, _ or -, got {name!r}")

@@ -52,20 +52,31 @@ class LlmClient:
         """The reply's text, piece by piece as the server sends it. Raises LlmError if no piece comes
         within `first_token_s`, LlmCut if the reply stops early after that, LlmCancelled once
         `cancelled` is set."""
-        body = json.dumps({"model": self.settings.model, "messages": messages, "stream": True,
-                           "max_tokens": self.settings.max_words * 2, "temperature": self.settings.temperature}).encode()
+        body = json.dumps(
+            {
+                "model": self.settings.model,
+                "messages": messages,
+                "stream": True,
+                "max_tokens": self.settings.max_words * 2,
+                "temperature": self.settings.temperature,
+            }
+        ).encode()
         line = _Line(self._connection())
         pieces: queue.SimpleQueue = queue.SimpleQueue()
-        reader = threading.Thread(target=_read_events, args=(line, self._path(), body, pieces, self.clock),
-                                  name="llm-stream", daemon=True)
+        reader = threading.Thread(
+            target=_read_events, args=(line, self._path(), body, pieces, self.clock), name="llm-stream", daemon=True
+        )
         started = last = self.clock()
         reader.start()
         first = True
         try:
             while True:
                 # Deadlines are on the pieces' arrival: a listener still speaking the last sentence does not count.
-                deadline = started + self.settings.first_token_s if first else \
-                    min(last + self.settings.first_token_s, started + self.settings.reply_s)
+                deadline = (
+                    started + self.settings.first_token_s
+                    if first
+                    else min(last + self.settings.first_token_s, started + self.settings.reply_s)
+                )
                 kind, value, arrived = self._take(pieces, deadline, cancelled)
                 if kind == "piece" and arrived > deadline:
                     kind, value = "error", "the LLM paused longer than first_token_s or went on past reply_s"
@@ -93,8 +104,12 @@ class LlmClient:
                 pass
             left = deadline - self.clock()
             if left <= 0:
-                return "error", f"nothing from the LLM by its deadline (first_token_s {self.settings.first_token_s} s, " \
-                                f"reply_s {self.settings.reply_s} s)", self.clock()
+                return (
+                    "error",
+                    f"nothing from the LLM by its deadline (first_token_s {self.settings.first_token_s} s, "
+                    f"reply_s {self.settings.reply_s} s)",
+                    self.clock(),
+                )
             try:
                 return pieces.get(timeout=min(left, POLL_S))
             except queue.Empty:
@@ -144,8 +159,7 @@ class _Line:
                     pass
 
 
-def _read_events(line: _Line, path: str, body: bytes, pieces: queue.SimpleQueue,
-                 clock: Callable[[], float]) -> None:
+def _read_events(line: _Line, path: str, body: bytes, pieces: queue.SimpleQueue, clock: Callable[[], float]) -> None:
     """On the reader thread: POST, then each event's text as ("piece", text, arrival); ("end", ...) or
     ("error", why, ...) last. Malformed events are skipped (counted in the log), not fatal."""
     malformed = 0

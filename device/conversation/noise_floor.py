@@ -37,5 +37,8 @@ class NoiseFloor:
         """The floor (digital silence before any level was taken)."""
         if not self._seen:
             return SILENT_DB
-        return float(np.percentile(self._levels[:self._seen] if self._seen < len(self._levels) else self._levels,
-                                   self.percentile))
+        return float(
+            np.percentile(
+                self._levels[: self._seen] if self._seen < len(self._levels) else self._levels, self.percentile
+            )
+        )

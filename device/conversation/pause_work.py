@@ -49,8 +49,14 @@ class PauseOutcome:
 class PauseWork:
     """The work of the latest pause, and what came of it, for the feeding thread (its only user)."""
 
-    def __init__(self, asr: SpeechRecognizer, recognition: ThreadPoolExecutor, endpointer: Endpointer,
-                 knows: Callable[[str, float], bool], end_of_turn: EndOfTurnDetector | None = None) -> None:
+    def __init__(
+        self,
+        asr: SpeechRecognizer,
+        recognition: ThreadPoolExecutor,
+        endpointer: Endpointer,
+        knows: Callable[[str, float], bool],
+        end_of_turn: EndOfTurnDetector | None = None,
+    ) -> None:
         """`recognition`: the one thread recognition runs on (the turns' own recognitions queue there
         too); `knows`: the dialogue's judgement of a question (pause_words.judge_words)."""
         self.asr = asr
@@ -111,11 +117,14 @@ class PauseWork:
         self._speculative = self._words_judged = None
         verdict = self._verdict
         heard_it = speculative is not None and (speculative.speech_end, speculative.samples) == (
-            utterance.speech_end, len(utterance.audio))
+            utterance.speech_end,
+            len(utterance.audio),
+        )
         return PauseOutcome(
             speculative.heard if heard_it else None,
             verdict if verdict is not None and verdict.speech_end == utterance.speech_end else None,
-            self._words if self._words_given == utterance.speech_end else None)
+            self._words if self._words_given == utterance.speech_end else None,
+        )
 
     def close(self) -> None:
         if self._judge_pool is not None:
@@ -161,6 +170,10 @@ class PauseWork:
             late = verdict.cost_ms >= self.endpointer.settings.hangover_ms - SPECULATE_AFTER_MS
             self._late_verdicts = self._late_verdicts + 1 if late else 0
             if self._late_verdicts == LATE_VERDICTS_TO_STOP:
-                log.warning("the end-of-turn model took longer than the fixed hangover leaves it %d times in a row "
-                            "(the last %.0f ms): it is not asked again until a restart, and pauses get the fixed "
-                            "hangover", LATE_VERDICTS_TO_STOP, verdict.cost_ms)
+                log.warning(
+                    "the end-of-turn model took longer than the fixed hangover leaves it %d times in a row "
+                    "(the last %.0f ms): it is not asked again until a restart, and pauses get the fixed "
+                    "hangover",
+                    LATE_VERDICTS_TO_STOP,
+                    verdict.cost_ms,
+                )

@@ -20,11 +20,12 @@ from typing import Callable
 
 import numpy as np
 
+from engines.model_specs import SPEECH_RATE
+
 from device.conversation.dialogue import Decision, Dialogue
 from device.conversation.speech_alone import surer_words
 from device.messages import Utterance
 from device.models.asr import words
-from engines.model_specs import SPEECH_RATE
 
 
 def resumes(previous_end: int, start: int, within_ms: int) -> bool:
@@ -58,16 +59,25 @@ def joined(first: Utterance, then: Utterance, max_utterance_s: float) -> Utteran
     utterance may be, so a hall's talk heard as utterance after utterance never grows one recognition
     without end. Its audio is the two pieces end to end, without the silence between them, so it is
     not the stream from `audio_start` on: take a piece's speech alone (speech_alone.py) before joining."""
-    whole = replace(then, speech_start=first.speech_start, audio=np.concatenate([first.audio, then.audio]),
-                    audio_start=first.audio_start)
+    whole = replace(
+        then,
+        speech_start=first.speech_start,
+        audio=np.concatenate([first.audio, then.audio]),
+        audio_start=first.audio_start,
+    )
     return whole if whole.seconds <= max_utterance_s else None
 
 
 Heard = tuple[Utterance, str]  # an utterance and its words
 
 
-def heard_together(first: Heard, then: Heard, max_utterance_s: float, decide: Callable[[str], Decision],
-                   transcribe: Callable[[np.ndarray], str]) -> Heard | None:
+def heard_together(
+    first: Heard,
+    then: Heard,
+    max_utterance_s: float,
+    decide: Callable[[str], Decision],
+    transcribe: Callable[[np.ndarray], str],
+) -> Heard | None:
     """`then` heard with `first` as one question (None: they are not one, or together too long). Its
     words are recognised again from both's audio unless the robot would do the same with `then`'s alone."""
     whole = joined(first[0], then[0], max_utterance_s)
@@ -77,8 +87,13 @@ def heard_together(first: Heard, then: Heard, max_utterance_s: float, decide: Ca
     return whole, question.text if question.same_answer else transcribe(whole.audio)
 
 
-def heard_in_turns(utterances: list[Utterance], within_ms: int, max_utterance_s: float, dialogue: Dialogue,
-                   transcribe: Callable[[np.ndarray], str]) -> list[Heard]:
+def heard_in_turns(
+    utterances: list[Utterance],
+    within_ms: int,
+    max_utterance_s: float,
+    dialogue: Dialogue,
+    transcribe: Callable[[np.ndarray], str],
+) -> list[Heard]:
     """The questions the conversation makes of `utterances` in order: each recognised (and its speech
     alone too when the dialogue is unsure of its words, device/conversation/speech_alone.py), and one
     that goes on within `within_ms` of the question before it heard with that question (as the turn

@@ -28,7 +28,9 @@ def turn_report(turn: Turn) -> dict:
         "utterance_s": round(turn.utterance.seconds, 3),
         "speculative_asr_hit": turn.timings.speculative_hit,
         "reply_chunks": len(turn.chunks),
-        "reply_s": round(sum(len(c.audio) for c in turn.chunks) / turn.chunks[0].sample_rate, 3) if turn.chunks else 0.0,
+        "reply_s": round(sum(len(c.audio) for c in turn.chunks) / turn.chunks[0].sample_rate, 3)
+        if turn.chunks
+        else 0.0,
         "visemes": [[v.sample, v.shape] for c in turn.chunks for v in c.visemes],
         "ms": turn.timings.stages_ms(),
         "llm_first_token_ms": answer.reply.first_token_ms if answer and answer.reply else None,
@@ -45,7 +47,9 @@ def _end_of_turn(turn: Turn) -> dict:
         "verdict": None if verdict is None else "complete" if verdict.complete else "incomplete",
         "probability": None if verdict is None else round(verdict.probability, 3),
         "cost_ms": None if verdict is None else verdict.cost_ms,
-        "hangover_ms": round((utterance.decided - utterance.speech_end) / SPEECH_RATE * 1000, 1) if utterance.decided else None,
+        "hangover_ms": round((utterance.decided - utterance.speech_end) / SPEECH_RATE * 1000, 1)
+        if utterance.decided
+        else None,
     }
 
 
@@ -57,5 +61,7 @@ def print_turn_table(turns: list[dict], expected: list[str] | None = None) -> No
             intent += f" (expected {expected[i]})"
         cells = " ".join(f"{'-' if t['ms'][s] is None else t['ms'][s]:>11}" for s in STAGES)
         print(f"{t['turn']:>2} {t['transcript'][:40]:<40} {intent:<15} {cells}")
-    print("ms: endpoint = last speech sample -> endpoint decided (the hangover); processing = endpoint -> "
-          "first reply sample at the speaker; turn = last speech sample -> first reply sample")
+    print(
+        "ms: endpoint = last speech sample -> endpoint decided (the hangover); processing = endpoint -> "
+        "first reply sample at the speaker; turn = last speech sample -> first reply sample"
+    )

@@ -28,7 +28,8 @@ class SoundOnset:
         self._told = False  # this run of loud blocks was reported
 
     def push(self, blocks: list[tuple[float, float]], judged: bool = True) -> bool:
-        """`blocks`: (level, room level) of the 10 ms blocks heard since the last call (`ReplyRoom.hear`); True if a run of
+        """`blocks`: (level, room level) of the 10 ms blocks heard since the last call (`ReplyRoom.hear`);
+        True if a run of
         RUN_BLOCKS blocks `margin_db` over the room was reached in them, even one that ended within them
         (through the canceller in double talk a visitor's first syllable is often only 30-50 ms loud; the
         daemon's echo-room test that failed with this in CI did so on a simulated far end off its echo,

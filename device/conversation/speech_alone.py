@@ -32,7 +32,7 @@ def speech_alone(utterance: Utterance) -> np.ndarray:
     its audio goes)."""
     pad = SPEECH_PAD_MS * SPEECH_RATE // 1000
     start = max(0, utterance.speech_start - pad - utterance.audio_start)
-    return utterance.audio[start:max(start, utterance.speech_end + pad - utterance.audio_start)]
+    return utterance.audio[start : max(start, utterance.speech_end + pad - utterance.audio_start)]
 
 
 def surer_words(heard: str, utterance: Utterance, transcribe: Callable[[np.ndarray], str], dialogue: Dialogue) -> str:

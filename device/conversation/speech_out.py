@@ -16,8 +16,8 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from device.messages import ReplyChunk
 from device.conversation.visemes import viseme_timeline
+from device.messages import ReplyChunk
 from device.models.tts import SpeechChunk, SpeechSynthesizer
 
 CACHE_SIZE = 64  # sentences
@@ -44,7 +44,7 @@ def split_sentences(text: str) -> list[str]:
     for sentence in whole_sentences(text):
         for clause in _CLAUSE_END.split(sentence) if len(sentence.split()) > MAX_WORDS_PER_CHUNK else [sentence]:
             words = [w[:MAX_WORD_CHARS] for w in clause.split()]
-            pieces += [" ".join(words[i:i + MAX_WORDS_PER_CHUNK]) for i in range(0, len(words), MAX_WORDS_PER_CHUNK)]
+            pieces += [" ".join(words[i : i + MAX_WORDS_PER_CHUNK]) for i in range(0, len(words), MAX_WORDS_PER_CHUNK)]
     return [p for p in pieces if any(c.isalnum() for c in p)]
 
 
@@ -86,8 +86,16 @@ class SpeechOut:
                 for number, spoken in enumerate(self._sound_of(sentence)):
                     if cancelled.is_set():
                         return
-                    yield ReplyChunk(turn, index, "" if number else sentence, spoken.audio, spoken.sample_rate, start,
-                                     viseme_timeline(spoken.phonemes, start), False)
+                    yield ReplyChunk(
+                        turn,
+                        index,
+                        "" if number else sentence,
+                        spoken.audio,
+                        spoken.sample_rate,
+                        start,
+                        viseme_timeline(spoken.phonemes, start),
+                        False,
+                    )
                     index, start = index + 1, start + len(spoken.audio)
         if index and not cancelled.is_set():
             yield ReplyChunk(turn, index, "", np.zeros(0, np.float32), self.tts.sample_rate, start, (), True)
@@ -160,7 +168,9 @@ class SpeechOut:
             pieces.append(piece)
             yield piece
         if self.cache_enabled and sentence in self._keep:
-            whole = SpeechChunk(sentence, np.concatenate([p.audio for p in pieces]), self.tts.sample_rate, pieces[0].phonemes)
+            whole = SpeechChunk(
+                sentence, np.concatenate([p.audio for p in pieces]), self.tts.sample_rate, pieces[0].phonemes
+            )
             with self._lock:
                 self._cache[sentence] = whole
                 while len(self._cache) > CACHE_SIZE:

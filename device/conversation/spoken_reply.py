@@ -87,7 +87,7 @@ class SpokenReply:
         if self._words and self._words + len(words) > self.max_words:
             return None
         if len(words) > self.max_words:
-            sentence = " ".join(words[:self.max_words]) + "."
+            sentence = " ".join(words[: self.max_words]) + "."
         self._words += min(len(words), self.max_words)
         self.text = f"{self.text} {sentence}".strip()
         return sentence
@@ -113,4 +113,3 @@ def _split_complete(text: str) -> tuple[list[str], str]:
         complete += whole_sentences(speakable(text[:cut]))
         text = text[cut:]
     return complete, text
-

@@ -21,7 +21,8 @@ device/conversation/sound_onset.py) or `min_speech_ms` of visitor speech (`speec
 than the room during replies, device/conversation/reply_room.py: a hall's talk is speech too) pauses
 it at once (the feeding thread holds the speaker: a fade, the mouth closes), unless the canceller is
 settling (its far end just came back from silence, or was lost: it may let echo through); a sound no
-utterance follows lets it go on. The utterance that paused it ends only after `hold_hangover_ms` of silence (a question with a
+utterance follows lets it go on. The utterance that paused it ends only after `hold_hangover_ms` of silence
+(a question with a
 pause is heard whole) unless its words so far are a backchannel; the turns thread, once the
 utterance is recognised, lets a cough or a backchannel ("mm-hm") resume the reply, or cuts the
 reply (what was played is recorded; "repeat that" says the rest) and answers the new question.
@@ -46,33 +47,46 @@ from typing import Callable
 
 import numpy as np
 
+from engines.model_specs import FRAME, SPEECH_RATE
+from engines.runner import Runner
+
 from device.conversation.dialogue import STOP, Answer, Dialogue
 from device.conversation.endpointer import Endpointer, EndpointSettings
-from device.messages import (EndOfTurnVerdict, Interrupt, ReplyChunk, ReplyPaused, ReplyResumed, SpeechPaused,
-                             SpeechResumed, SpeechStarted, TurnTimings, Utterance)
-from device.conversation.pause_work import PauseWork
 from device.conversation.pause_words import Words
+from device.conversation.pause_work import PauseWork
 from device.conversation.rejoin import heard_together, resumes
 from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
 from device.conversation.speech_alone import surer_words
 from device.conversation.speech_out import SpeechOut, unsaid
 from device.conversation.turn_state import Phase, TurnState
+from device.messages import (
+    EndOfTurnVerdict,
+    Interrupt,
+    ReplyChunk,
+    ReplyPaused,
+    ReplyResumed,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    TurnTimings,
+    Utterance,
+)
 from device.models.asr import SpeechRecognizer, Transcript
 from device.models.end_of_turn import EndOfTurnDetector
 from device.models.vad import VoiceActivityDetector
 from device.settings import BargeInSettings
 from device.sound.echo_canceller import EchoCanceller
-from engines.model_specs import FRAME, SPEECH_RATE
 from device.sound.speakers import Speaker
-from engines.runner import Runner
 
 log = logging.getLogger(__name__)
 NEW_VISIT = "new visit"  # the turns thread's message: a visitor arrived, the dialogue forgets the last visit
 KEEP_TURNS = 10  # turns kept (with their reply audio) for status, which shows them; None: every turn (demo, bench)
 # Said over a reply, these keep it going: listeners' acknowledgements, not questions.
-BACKCHANNELS = frozenset("mm hm hmm mhm mmhmm mmhm uh huh uhhuh aha ah oh okay ok yeah yes yep right sure alright "
-                         "i see wow cool nice great".split())
+BACKCHANNELS = frozenset(
+    "mm hm hmm mhm mmhmm mmhm uh huh uhhuh aha ah oh okay ok yeah yes yep right sure alright "
+    "i see wow cool nice great".split()
+)
 CUT_WAIT_S = 5.0  # a cut reply's speech thread ends within this (it stops at the next block)
 # A reply a sound paused (before the VAD heard speech) goes on unless an utterance starts within this:
 # once the reply is silent the VAD hears the visitor's words without the echo, in 100-300 ms.
@@ -102,7 +116,9 @@ class Turn:
     ignored: str = ""  # why no reply was given, if none was
     interrupted: bool = False
     barged_in: bool = False  # heard over a reply, which it paused
-    rejoined: bool = False  # it went on with the utterance before it: `utterance` and its transcript are the whole question
+    rejoined: bool = (
+        False  # it went on with the utterance before it: `utterance` and its transcript are the whole question
+    )
     played_s: float | None = None  # of the reply, when it was cut
     unsaid: str = ""  # the reply's text not (wholly) played when it was cut
     done: threading.Event = field(default_factory=threading.Event)
@@ -113,16 +129,27 @@ class Turn:
 
 
 class Conversation:
-    def __init__(self, vad: VoiceActivityDetector, asr: SpeechRecognizer, dialogue: Dialogue, speech: SpeechOut,
-                 speaker: Speaker, endpoint: EndpointSettings, heartbeat: Callable[[], None] = lambda: None,
-                 observer: Callable[[object], None] = lambda message: None, keep_turns: int | None = KEEP_TURNS,
-                 end_of_turn: EndOfTurnDetector | None = None, bargein: BargeInSettings | None = None,
-                 echo: EchoCanceller | None = None) -> None:
+    def __init__(
+        self,
+        vad: VoiceActivityDetector,
+        asr: SpeechRecognizer,
+        dialogue: Dialogue,
+        speech: SpeechOut,
+        speaker: Speaker,
+        endpoint: EndpointSettings,
+        heartbeat: Callable[[], None] = lambda: None,
+        observer: Callable[[object], None] = lambda message: None,
+        keep_turns: int | None = KEEP_TURNS,
+        end_of_turn: EndOfTurnDetector | None = None,
+        bargein: BargeInSettings | None = None,
+        echo: EchoCanceller | None = None,
+    ) -> None:
         """`heartbeat` is called by the turns thread at least every second while it is alive;
         `observer` sees the messages the avatar follows (SpeechStarted, Utterance, ReplyChunk,
         ReplyPaused, ReplyResumed, Interrupt), from whichever thread made them. Without `end_of_turn`
         every pause gets the fixed hangover; without `bargein` (or with it disabled) a reply is not
-        paused by speech; `echo` cleans the microphone's audio before the VAD, with the speaker's blocks as its far end."""
+        paused by speech; `echo` cleans the microphone's audio before the VAD,
+        with the speaker's blocks as its far end."""
         self.vad = vad
         self.asr = asr
         self.dialogue = dialogue
@@ -134,7 +161,9 @@ class Conversation:
         self.echo = echo
         if echo is not None:
             speaker.taps.append(echo.played)
-        self._barge_frames = max(endpoint.frames(bargein.min_speech_ms), endpoint.frames(endpoint.onset_ms)) if self.bargein else 0
+        self._barge_frames = (
+            max(endpoint.frames(bargein.min_speech_ms), endpoint.frames(endpoint.onset_ms)) if self.bargein else 0
+        )
         self._speech_run = 0  # consecutive speech frames (feeding thread)
         self._barging = False  # the utterance being heard paused a reply (feeding thread)
         self._room = ReplyRoom()  # the echo-cancelled microphone's level during replies (feeding thread)
@@ -142,7 +171,9 @@ class Conversation:
         self._unconfirmed = 0  # frames since a sound paused the reply and no utterance started (feeding thread)
         self._confirm_frames = endpoint.frames(SOUND_CONFIRM_MS)
         self.state: TurnState[Turn] = TurnState()
-        self._sound_after_s = SOUND_AFTER_PLAYBACK_S  # the canceller's playback before a sound may pause a reply (feeding thread)
+        self._sound_after_s = (
+            SOUND_AFTER_PLAYBACK_S  # the canceller's playback before a sound may pause a reply (feeding thread)
+        )
         self._last_turn: Turn | None = None  # the last utterance's turn, which the next may go on with (feeding thread)
         # The daemon keeps the last turns (for `status`), not every turn of weeks with its reply audio.
         self.turns: collections.deque[Turn] = collections.deque(maxlen=keep_turns)
@@ -156,9 +187,13 @@ class Conversation:
         self._saying_phrase = False  # the start-up phrase is being made and queued (the thread that calls warm_up)
         self._warm_up_tail = 0  # samples still not listened to after the start-up phrase (feeding thread, once started)
         self._heard = np.zeros(0, np.float32)  # cleaned samples not yet a whole FRAME (feeding thread)
-        self._arrivals: collections.deque[float] = collections.deque(maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64)
+        self._arrivals: collections.deque[float] = collections.deque(
+            maxlen=endpoint.frames(endpoint.max_utterance_s * 1000) + 64
+        )
         self._asr_pool = ThreadPoolExecutor(1, thread_name_prefix="asr")
-        self._pause_work = PauseWork(asr, self._asr_pool, self.endpointer, dialogue.knows, end_of_turn)  # (feeding thread)
+        self._pause_work = PauseWork(
+            asr, self._asr_pool, self.endpointer, dialogue.knows, end_of_turn
+        )  # (feeding thread)
         self._speech_pool = ThreadPoolExecutor(1, thread_name_prefix="speech")
         # (the turn, its recognition, the turn it began soon enough after to go on with) or NEW_VISIT, or None: stop
         self._pending: queue.Queue[tuple[Turn, Future[Transcript], Turn | None] | str | None] = queue.Queue()
@@ -211,7 +246,9 @@ class Conversation:
             self._watch_for_speech(self._speech_over_room(frame, probability) and not settling)
             if self._barging:
                 self.endpointer.wait_longer(self._held_pause_ms())
-        for event in events + self.endpointer.push(frame, probability, over_floor=not self.state.replying, on_axis_db=on_axis_db):
+        for event in events + self.endpointer.push(
+            frame, probability, over_floor=not self.state.replying, on_axis_db=on_axis_db
+        ):
             if isinstance(event, (SpeechStarted, Utterance)):
                 self.observer(event)
             if isinstance(event, SpeechPaused):
@@ -248,14 +285,20 @@ class Conversation:
         self._unconfirmed = 0 if by_speech or self.endpointer.speaking else 1
         self.observer(ReplyPaused(turn.id))
         self._count("barge-in: paused a reply")
-        log.info("turn %d: the visitor talks over the reply (%s); paused %.2f s into it", turn.id,
-                 "speech" if by_speech else "a sound", self.speaker.played / self.speaker.sample_rate)
+        log.info(
+            "turn %d: the visitor talks over the reply (%s); paused %.2f s into it",
+            turn.id,
+            "speech" if by_speech else "a sound",
+            self.speaker.played / self.speaker.sample_rate,
+        )
 
     def _speech_over_room(self, frame: np.ndarray, probability: float) -> bool:
         """Speech (the VAD's) that is louder than the room during replies: a hall's talk is speech too,
         and in talk 10 dB under the visitor, without this it paused up to 10 of 16 replies (docs/lab/bargein.md)."""
         margin = self.bargein.speech_over_room_db
-        return probability >= self.endpointer.settings.vad_threshold and (margin == 0 or self._room.louder(frame, margin))
+        return probability >= self.endpointer.settings.vad_threshold and (
+            margin == 0 or self._room.louder(frame, margin)
+        )
 
     def _echo_settled(self) -> bool:
         return self.echo is None or self.echo.far_end_s >= self._sound_after_s
@@ -317,8 +360,10 @@ class Conversation:
             return False
         now = time.monotonic()
         with self._lock:
-            turn = self._new_turn(Utterance(np.zeros(0, np.float32), 0, 0, 0, 0),
-                                  TurnTimings(0, speech_end=now, endpoint=now, asr_done=now, dialogue_done=now))
+            turn = self._new_turn(
+                Utterance(np.zeros(0, np.float32), 0, 0, 0, 0),
+                TurnTimings(0, speech_end=now, endpoint=now, asr_done=now, dialogue_done=now),
+            )
             turn.answer = Answer(intent, 1.0, text, "perception")
         if not self._start_reply(turn, threading.Event()):
             turn.ignored = "busy speaking"
@@ -349,8 +394,14 @@ class Conversation:
 
     def runners(self) -> dict[str, Runner]:
         """Each model's runner, for reports of which backend serves it."""
-        runners = {"vad": self.vad.runner, "asr-encoder": self.asr.encoder, "asr-decoder": self.asr.decoder,
-                   "tts": self.speech.tts.front, "tts-vocoder": self.speech.tts.vocoder, "text": self.dialogue.encoder.runner}
+        runners = {
+            "vad": self.vad.runner,
+            "asr-encoder": self.asr.encoder,
+            "asr-decoder": self.asr.decoder,
+            "tts": self.speech.tts.front,
+            "tts-vocoder": self.speech.tts.vocoder,
+            "text": self.dialogue.encoder.runner,
+        }
         return runners | ({"end-of-turn": self.end_of_turn.runner} if self.end_of_turn is not None else {})
 
     def idle(self) -> bool:
@@ -391,8 +442,13 @@ class Conversation:
             turn = self._new_turn(utterance, timings)
         turn.barged_in, self._barging = self._barging, False
         last, self._last_turn = self._last_turn, turn
-        follows = last if self.bargein is not None and last is not None and resumes(
-            last.utterance.speech_end, utterance.speech_start, self.endpointer.settings.rejoin_within_ms) else None
+        follows = (
+            last
+            if self.bargein is not None
+            and last is not None
+            and resumes(last.utterance.speech_end, utterance.speech_start, self.endpointer.settings.rejoin_within_ms)
+            else None
+        )
         turn.end_of_turn, turn.pause_words = outcome.verdict, outcome.words
         self._pending.put((turn, future, follows))
 
@@ -470,15 +526,26 @@ class Conversation:
             return
         if answer.reply is not None:
             answer.reply.close()  # not spoken: the LLM's stream is not wanted
-        log.info("turn %d: %r -> %s (%s)", turn.id, turn.transcript, answer.intent, turn.ignored or "stopped speaking",
-                 extra={"TURN_ID": turn.id, "INTENT": answer.intent})
+        log.info(
+            "turn %d: %r -> %s (%s)",
+            turn.id,
+            turn.transcript,
+            answer.intent,
+            turn.ignored or "stopped speaking",
+            extra={"TURN_ID": turn.id, "INTENT": answer.intent},
+        )
 
     def _rejoined(self, turn: Turn, first: Turn) -> bool:
         """The visitor went on after `first`'s utterance: when its words and these are one question
         (device/conversation/rejoin.py), this turn is that whole question, its audio recognised whole
         unless the robot would do the same with these words alone."""
-        heard = heard_together((first.utterance, first.transcript), (turn.utterance, turn.transcript),
-                               self.endpointer.settings.max_utterance_s, self.dialogue.decide, self._transcribe)
+        heard = heard_together(
+            (first.utterance, first.transcript),
+            (turn.utterance, turn.transcript),
+            self.endpointer.settings.max_utterance_s,
+            self.dialogue.decide,
+            self._transcribe,
+        )
         if heard is None:
             return False
         turn.utterance, turn.transcript = heard
@@ -541,7 +608,9 @@ class Conversation:
         cut = self.state.speaking_turn
         self.interrupt(interrupt)
         self.state.wait_finished(CUT_WAIT_S)
-        self.speaker.wait_idle(CUT_WAIT_S)  # its thread ends on the cancel; the speaker drops its blocks on its own thread
+        self.speaker.wait_idle(
+            CUT_WAIT_S
+        )  # its thread ends on the cancel; the speaker drops its blocks on its own thread
         if cut is not None and cut.unsaid and keep_unsaid:
             self.dialogue.cut_short(cut.unsaid)
 
@@ -572,10 +641,23 @@ class Conversation:
             self.state.finished(turn)
             self._finish(turn)
             ms = turn.timings.stages_ms()
-            log.info("turn %d: %r -> %s (%.2f, %s) answered in %s ms%s", turn.id, turn.transcript, turn.answer.intent,
-                     turn.answer.score, turn.answer.source, ms["turn"], ", interrupted" if turn.interrupted else "",
-                     extra={"TURN_ID": turn.id, "INTENT": turn.answer.intent, "STAGE": "reply",
-                            "LATENCY_MS": ms["turn"], "ASR_MS": ms["asr"]})
+            log.info(
+                "turn %d: %r -> %s (%.2f, %s) answered in %s ms%s",
+                turn.id,
+                turn.transcript,
+                turn.answer.intent,
+                turn.answer.score,
+                turn.answer.source,
+                ms["turn"],
+                ", interrupted" if turn.interrupted else "",
+                extra={
+                    "TURN_ID": turn.id,
+                    "INTENT": turn.answer.intent,
+                    "STAGE": "reply",
+                    "LATENCY_MS": ms["turn"],
+                    "ASR_MS": ms["asr"],
+                },
+            )
 
     def _record_cut(self, turn: Turn) -> None:
         """How much of an interrupted reply was played, and its text from the first sentence not played whole."""

@@ -9,12 +9,12 @@ from typing import Iterator
 
 import numpy as np
 
-from device.audio_file import read_audio
-from device.toml_file import tomllib
-from device.bundled import BUNDLED_VISIT
-from device.conversation.turn_loop import Conversation
 from engines.model_specs import FRAME, SPEECH_RATE
 
+from device.audio_file import read_audio
+from device.bundled import BUNDLED_VISIT
+from device.conversation.turn_loop import Conversation
+from device.toml_file import tomllib
 
 GAP_SECONDS = 0.6  # the visitor's pause after an answer before the next question
 
@@ -29,8 +29,9 @@ class Question:
 
 def bundled_questions() -> list[Question]:
     listing = tomllib.loads((BUNDLED_VISIT / "visit.toml").read_text())
-    return [Question(read_audio(BUNDLED_VISIT / q["file"]), q["file"], q["text"], q["intent"])
-            for q in listing["question"]]
+    return [
+        Question(read_audio(BUNDLED_VISIT / q["file"]), q["file"], q["text"], q["intent"]) for q in listing["question"]
+    ]
 
 
 class MicrophoneClock:
@@ -54,13 +55,18 @@ class MicrophoneClock:
     def pieces(self, audio: np.ndarray, size: int) -> Iterator[np.ndarray]:
         """`audio` in pieces of `size` samples (a sound card's blocks), each when the microphone would have it."""
         for start in range(0, len(audio), size):
-            piece = audio[start:start + size]
+            piece = audio[start : start + size]
             self.wait(len(piece))
             yield piece
 
 
-def play_visit(conversation: Conversation, questions: list[Question], realtime: bool = True,
-               noise_db: float | None = None, answer_timeout: float = 60.0) -> None:
+def play_visit(
+    conversation: Conversation,
+    questions: list[Question],
+    realtime: bool = True,
+    noise_db: float | None = None,
+    answer_timeout: float = 60.0,
+) -> None:
     """Feed each question, then silence (or hall noise at `noise_db` dBFS) until it is answered. Not
     `realtime`: as fast as the conversation takes it, each pause's recognition and verdicts given the
     next frame (Conversation.finish_pause_work), so a run is the same on a fast machine or a loaded one."""
@@ -70,7 +76,7 @@ def play_visit(conversation: Conversation, questions: list[Question], realtime: 
 
     def feed(audio: np.ndarray) -> None:
         for start in range(0, len(audio) - FRAME + 1, FRAME):
-            frame = audio[start:start + FRAME]
+            frame = audio[start : start + FRAME]
             if level:
                 frame = frame + rng.normal(0, level, FRAME).astype(np.float32)
             clock.wait()

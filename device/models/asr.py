@@ -49,7 +49,7 @@ def read_vocabulary(path: Path) -> list[bytes]:
         if length >= 128:
             length = (length & 0x7F) | (data[i] << 7)
             i += 1
-        tokens.append(data[i:i + length])
+        tokens.append(data[i : i + length])
         i += length
     return tokens
 
@@ -69,7 +69,7 @@ class SpeechRecognizer:
         window = MAX_SECONDS * SPEECH_RATE
         tokens: list[int] = []
         for start in range(0, max(len(audio), 1), window):
-            tokens += self._decode(audio[start:start + window], stop)
+            tokens += self._decode(audio[start : start + window], stop)
         return Transcript(self.detokenize(tokens), tuple(tokens), len(audio) / SPEECH_RATE)
 
     def detokenize(self, tokens: list[int]) -> str:
@@ -91,12 +91,14 @@ class SpeechRecognizer:
         for step in range(max(int(samples / SPEECH_RATE * TOKENS_PER_SECOND), 8)):
             if stop is not None and stop.is_set():
                 raise RecognitionStopped(f"stopped after {len(tokens)} token(s)")
-            out = self.decoder.infer({
-                "input_ids": np.array([[last]], np.int64),
-                "encoder_hidden_states": hidden,
-                "use_cache_branch": np.array([step > 0]),
-                **past,
-            })
+            out = self.decoder.infer(
+                {
+                    "input_ids": np.array([[last]], np.int64),
+                    "encoder_hidden_states": hidden,
+                    "use_cache_branch": np.array([step > 0]),
+                    **past,
+                }
+            )
             logits = out["logits"][0, -1]
             last = int(logits.argmax())
             if last == EOS and step == 0 and logits[EOS] - np.delete(logits, EOS).max() < EMPTY_MARGIN:
@@ -112,7 +114,9 @@ class SpeechRecognizer:
         return tokens
 
 
-NUMBERS = {w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
+NUMBERS = {
+    w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())
+}
 
 
 def words(text: str) -> list[str]:

@@ -16,20 +16,37 @@ from device.models.text_encoder import TextEncoder
 from device.models.tts import VOICE_GAIN, SpeechSynthesizer
 from device.models.vad import VoiceActivityDetector
 
+
 def load_vad(store: ModelStore, threads: int = 1, engines=None) -> VoiceActivityDetector:
     return VoiceActivityDetector(open_runner(store, "vad", threads, engines))
 
 
 def load_asr(store: ModelStore, threads: int = 1, engines=None) -> SpeechRecognizer:
-    return SpeechRecognizer(open_runner(store, "asr-encoder", threads, engines), open_runner(store, "asr-decoder", threads, engines),
-                            store.path(_extra("asr-decoder")))
+    return SpeechRecognizer(
+        open_runner(store, "asr-encoder", threads, engines),
+        open_runner(store, "asr-decoder", threads, engines),
+        store.path(_extra("asr-decoder")),
+    )
 
 
-def load_tts(store: ModelStore, threads: int = 1, variability: float = 1.0, length_scale: float = 1.0,
-             engines=None, gain: float = VOICE_GAIN, in_pieces: bool = True) -> SpeechSynthesizer:
-    return SpeechSynthesizer(open_runner(store, "tts", threads, engines), open_runner(store, "tts-vocoder", threads, engines),
-                             store.path(_extra("tts")), length_scale=length_scale, variability=variability, gain=gain,
-                             in_pieces=in_pieces)
+def load_tts(
+    store: ModelStore,
+    threads: int = 1,
+    variability: float = 1.0,
+    length_scale: float = 1.0,
+    engines=None,
+    gain: float = VOICE_GAIN,
+    in_pieces: bool = True,
+) -> SpeechSynthesizer:
+    return SpeechSynthesizer(
+        open_runner(store, "tts", threads, engines),
+        open_runner(store, "tts-vocoder", threads, engines),
+        store.path(_extra("tts")),
+        length_scale=length_scale,
+        variability=variability,
+        gain=gain,
+        in_pieces=in_pieces,
+    )
 
 
 def load_end_of_turn(store: ModelStore, threads: int = 1, threshold: float = 0.5, engines=None) -> EndOfTurnDetector:

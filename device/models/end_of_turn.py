@@ -86,5 +86,6 @@ class EndOfTurnDetector:
         """The verdict on the utterance whose speech ends at stream sample `speech_end`."""
         started = self.clock()
         probability = self.probability(audio)
-        return EndOfTurnVerdict(speech_end, probability, probability >= self.threshold,
-                                round((self.clock() - started) * 1000, 1))
+        return EndOfTurnVerdict(
+            speech_end, probability, probability >= self.threshold, round((self.clock() - started) * 1000, 1)
+        )

@@ -59,17 +59,24 @@ class FaceMesh:
         """The mesh and irises of one detected face of an 8-bit BGR image."""
         (rx, ry), (lx, ly) = face.keypoints[0], face.keypoints[1]
         x0, y0, x1, y1 = face.box
-        transform = _crop_transform(np.array([(x0 + x1) / 2, (y0 + y1) / 2]), max(x1 - x0, y1 - y0) * MESH_SCALE,
-                                    float(np.arctan2(ly - ry, lx - rx)), MESH_SIZE)
+        transform = _crop_transform(
+            np.array([(x0 + x1) / 2, (y0 + y1) / 2]),
+            max(x1 - x0, y1 - y0) * MESH_SCALE,
+            float(np.arctan2(ly - ry, lx - rx)),
+            MESH_SIZE,
+        )
         crop = cv2.warpAffine(image_bgr, transform, (MESH_SIZE, MESH_SIZE), flags=cv2.INTER_LINEAR)
         outputs = self.mesh.infer({self.mesh.input_names[0]: _tensor(crop)})
         points = _to_image(outputs[MESH_OUTPUT].astype(np.float64).reshape(MESH_POINTS, 3)[:, :2], transform)
         presence = float(1 / (1 + np.exp(-np.clip(outputs[PRESENCE].ravel()[-1], -80, 80))))
-        irises, radii = zip(*(self._iris(image_bgr, points[a], points[b], mirror=side == 1)
-                              for side, (a, b) in enumerate(EYE_CORNERS)))
+        irises, radii = zip(
+            *(self._iris(image_bgr, points[a], points[b], mirror=side == 1) for side, (a, b) in enumerate(EYE_CORNERS))
+        )
         return FaceLandmarks(points, np.array(irises), float(np.mean(radii)), presence)
 
-    def _iris(self, image_bgr: np.ndarray, corner_a: np.ndarray, corner_b: np.ndarray, mirror: bool) -> tuple[np.ndarray, float]:
+    def _iris(
+        self, image_bgr: np.ndarray, corner_a: np.ndarray, corner_b: np.ndarray, mirror: bool
+    ) -> tuple[np.ndarray, float]:
         angle = float(np.arctan2(corner_b[1] - corner_a[1], corner_b[0] - corner_a[0]))
         size = max(abs(corner_b[0] - corner_a[0]), abs(corner_b[1] - corner_a[1])) * IRIS_SCALE
         transform = _crop_transform((corner_a + corner_b) / 2, size, angle, IRIS_SIZE, mirror)

@@ -52,7 +52,7 @@ def letterbox(image: np.ndarray) -> tuple[np.ndarray, float, float, float]:
     resized = cv2.resize(image, (round(w * scale), round(h * scale)), interpolation=cv2.INTER_AREA)
     canvas = np.zeros((SIZE, SIZE, 3), np.uint8)
     top, left = (SIZE - resized.shape[0]) // 2, (SIZE - resized.shape[1]) // 2
-    canvas[top:top + resized.shape[0], left:left + resized.shape[1]] = resized
+    canvas[top : top + resized.shape[0], left : left + resized.shape[1]] = resized
     rgb = canvas[:, :, ::-1].astype(np.float32) / 127.5 - 1.0
     return rgb.transpose(2, 0, 1)[None], scale, float(left), float(top)
 
@@ -76,8 +76,14 @@ class FaceDetector:
         candidates = [self._candidates(tile, x) for tile, x in _tiles(image_bgr)]
         points = np.concatenate([c[0] for c in candidates])
         scores = np.concatenate([c[1] for c in candidates])
-        return [Face(tuple(float(v) for v in p[:4]), tuple((float(x), float(y)) for x, y in p[4:].reshape(-1, 2)),
-                     float(score)) for p, score in _weighted_nms(points, scores, self.overlap)]
+        return [
+            Face(
+                tuple(float(v) for v in p[:4]),
+                tuple((float(x), float(y)) for x, y in p[4:].reshape(-1, 2)),
+                float(score),
+            )
+            for p, score in _weighted_nms(points, scores, self.overlap)
+        ]
 
     def _candidates(self, image: np.ndarray, offset_x: int) -> tuple[np.ndarray, np.ndarray]:
         """Boxes and keypoints (image pixels) and scores above `min_score` of one tile."""
@@ -99,6 +105,7 @@ class FaceDetector:
         pts[:, 0], pts[:, 1] = center - half, center + half
         return pts.reshape(-1, 16)
 
+
 def _tiles(image: np.ndarray) -> list[tuple[np.ndarray, int]]:
     """Square tiles of the frame's full height, overlapping, covering its width (the frame itself
     if it is no wider than 4:3)."""
@@ -107,7 +114,7 @@ def _tiles(image: np.ndarray) -> list[tuple[np.ndarray, int]]:
         return [(image, 0)]
     count = int(np.ceil((w - h) / (h * 0.75))) + 1  # at least a quarter of a tile overlaps the next
     starts = np.linspace(0, w - h, count).round().astype(int)
-    return [(image[:, x:x + h], int(x)) for x in starts]
+    return [(image[:, x : x + h], int(x)) for x in starts]
 
 
 def box_iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:

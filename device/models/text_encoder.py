@@ -30,7 +30,7 @@ class TextEncoder:
         batches = []
         for i in range(0, len(texts), TEXT_BATCH):
             between()
-            batches.append(self._embed(texts[i:i + TEXT_BATCH]))
+            batches.append(self._embed(texts[i : i + TEXT_BATCH]))
         return np.concatenate(batches)
 
     def _embed(self, texts: list[str]) -> np.ndarray:

@@ -54,8 +54,16 @@ class SpeechChunk:
 
 
 class SpeechSynthesizer:
-    def __init__(self, front: Runner, vocoder: Runner, config_path: Path, length_scale: float = 1.0,
-                 variability: float = 1.0, gain: float = VOICE_GAIN, in_pieces: bool = True) -> None:
+    def __init__(
+        self,
+        front: Runner,
+        vocoder: Runner,
+        config_path: Path,
+        length_scale: float = 1.0,
+        variability: float = 1.0,
+        gain: float = VOICE_GAIN,
+        in_pieces: bool = True,
+    ) -> None:
         """`front`: the voice's text side, `vocoder` its sound side; `variability` scales the voice's
         random variation (0 gives the same audio for the same text every time; 1 is the voice's
         trained setting); `length_scale` above 1 speaks slower; `gain` scales its samples (1: as the
@@ -76,8 +84,13 @@ class SpeechSynthesizer:
         self.hop = int(config.get("hop_length", 256))
         inference = config.get("inference", {})
         self.scales = np.array(
-            [variability * inference.get("noise_scale", 0.667), length_scale * inference.get("length_scale", 1.0),
-             variability * inference.get("noise_w", 0.8)], np.float32)
+            [
+                variability * inference.get("noise_scale", 0.667),
+                length_scale * inference.get("length_scale", 1.0),
+                variability * inference.get("noise_w", 0.8),
+            ],
+            np.float32,
+        )
         with _PHONEMIZER_LOCK:
             self._phonemizer = EspeakPhonemizer()
 
@@ -111,8 +124,13 @@ class SpeechSynthesizer:
         known = [p for p in phonemes if p in self.id_map]
         ids = self._ids(known)
         with self._lock:
-            out = self.front.infer({"input": np.array([ids], np.int64), "input_lengths": np.array([len(ids)], np.int64),
-                                    "scales": self.scales})
+            out = self.front.infer(
+                {
+                    "input": np.array([ids], np.int64),
+                    "input_lengths": np.array([len(ids)], np.int64),
+                    "scales": self.scales,
+                }
+            )
         latent, frames_per_id = (np.asarray(value) for value in out.values())
         timings = self._timings(known, frames_per_id.reshape(-1).astype(np.int64) * self.hop)
         for index, audio in enumerate(self._sound(latent)):
@@ -129,10 +147,14 @@ class SpeechSynthesizer:
             end = min(frames, start + size)
             low, high = max(0, start - VOCODER_CONTEXT), min(frames, end + VOCODER_CONTEXT)
             with self._lock:
-                out = self.vocoder.infer({"latent": np.ascontiguousarray(latent[:, :, low:high], np.float32),
-                                          "mask": np.ones((1, 1, high - low), np.float32)})
+                out = self.vocoder.infer(
+                    {
+                        "latent": np.ascontiguousarray(latent[:, :, low:high], np.float32),
+                        "mask": np.ones((1, 1, high - low), np.float32),
+                    }
+                )
             samples = np.asarray(next(iter(out.values())), np.float32).reshape(-1)
-            yield np.clip(samples[(start - low) * self.hop:(end - low) * self.hop] * self.gain, -1.0, 1.0)
+            yield np.clip(samples[(start - low) * self.hop : (end - low) * self.hop] * self.gain, -1.0, 1.0)
             start = end
 
     def _ids(self, phonemes: list[str]) -> list[int]:
@@ -148,7 +170,7 @@ class SpeechSynthesizer:
         pad = len(self.id_map["_"])
         for phoneme in ["^", *phonemes, "$"]:
             width = len(self.id_map[phoneme]) + (pad if phoneme != "$" else 0)
-            length = int(samples_per_id[index:index + width].sum())
+            length = int(samples_per_id[index : index + width].sum())
             timings.append(PhonemeTiming(phoneme, start, length))
             index, start = index + width, start + length
         return tuple(timings)

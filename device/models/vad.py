@@ -36,4 +36,4 @@ class VoiceActivityDetector:
         """One probability per whole frame of `audio` (a trailing partial frame is dropped)."""
         self.reset()
         frames = len(audio) // FRAME
-        return np.array([self.probability(audio[i * FRAME:(i + 1) * FRAME]) for i in range(frames)], np.float32)
+        return np.array([self.probability(audio[i * FRAME : (i + 1) * FRAME]) for i in range(frames)], np.float32)

@@ -25,8 +25,12 @@ class Voice:
     pitch: float  # above 1 higher (and a shorter vocal tract)
 
 
-VOICES = (Voice("joe", 1.0, 1.0), Voice("joe-high-fast", 0.92, 1.14), Voice("joe-low-slow", 1.15, 0.88),
-          Voice("joe-higher", 1.05, 1.26))
+VOICES = (
+    Voice("joe", 1.0, 1.0),
+    Voice("joe-high-fast", 0.92, 1.14),
+    Voice("joe-low-slow", 1.15, 0.88),
+    Voice("joe-higher", 1.05, 1.26),
+)
 
 
 def load_voices(store: ModelStore, threads: int = 1) -> dict[str, SpeechSynthesizer]:
@@ -35,8 +39,12 @@ def load_voices(store: ModelStore, threads: int = 1) -> dict[str, SpeechSynthesi
     calibration sets stay the samples the shipped calibration tables were made and gated on (the
     vocoder in pieces differs by up to 6e-4 of full scale, and that moved the asr-encoder table's
     INT8 WER by one or two words, past its gate)."""
-    return {v.name: catalog.load_tts(store, threads, variability=0.0, length_scale=v.length_scale, gain=1.0, in_pieces=False)
-            for v in VOICES}
+    return {
+        v.name: catalog.load_tts(
+            store, threads, variability=0.0, length_scale=v.length_scale, gain=1.0, in_pieces=False
+        )
+        for v in VOICES
+    }
 
 
 def speak(synthesizers: dict[str, SpeechSynthesizer], voice: Voice, text: str) -> tuple[np.ndarray, SpeechChunk, int]:

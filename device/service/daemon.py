@@ -1,9 +1,11 @@
 """`orin-avatar run`: the daemon systemd starts.
 
-The main thread shows the avatar. Start: load settings and models (STATUS lines, EXTEND_TIMEOUT_USEC while it works), open the
+The main thread shows the avatar.
+Start: load settings and models (STATUS lines, EXTEND_TIMEOUT_USEC while it works), open the
 microphone and speaker, start the conversation; READY=1 once a conversation can happen. Then the
 main thread shows the avatar until a signal: SIGHUP reloads the settings' knowledge base on the reload
-thread (the old one stays if the new one is broken), SIGTERM stops cleanly (STOPPING=1, exit 0 within seconds). WATCHDOG=1 is
+thread (the old one stays if the new one is broken),
+SIGTERM stops cleanly (STOPPING=1, exit 0 within seconds). WATCHDOG=1 is
 sent only while every worker thread has reported in within its deadline.
 """
 
@@ -43,7 +45,7 @@ from device.service.notifier import Notifier, watchdog_interval
 from device.service.reloader import Reloader
 from device.service.state_lock import StateLock
 from device.service.status_socket import StatusServer
-from device.settings import AudioSettings, load_settings
+from device.settings import AudioSettings
 from device.sound.beamformer import MicArray, SteeredBeam
 from device.sound.devices import DeviceSpeaker, Microphone
 from device.sound.echo_room import BLOCK, EchoPath, EchoRoom, active_rms
@@ -62,7 +64,11 @@ TRIM_EVERY_S = 30.0  # freed heap goes back to the system this often, when the c
 
 def _array(settings: AudioSettings) -> MicArray | None:
     channels = settings.array_channels
-    return MicArray.circular(len(channels), settings.array_radius_mm / 1000, settings.array_first_deg) if channels else None
+    return (
+        MicArray.circular(len(channels), settings.array_radius_mm / 1000, settings.array_first_deg)
+        if channels
+        else None
+    )
 
 
 class FileMicrophone:
@@ -79,8 +85,11 @@ class FileMicrophone:
         else:
             recorded = read_channels(path)
             if max(settings.array_channels) >= len(recorded):
-                raise InputError(f"{path} has {len(recorded)} channels; [audio] array_channels "
-                                 f"{list(settings.array_channels)} asks for more: give the array's recording, or set array_channels = []")
+                raise InputError(
+                    f"{path} has {len(recorded)} channels; [audio] array_channels "
+                    f"{list(settings.array_channels)} asks for more: "
+                    "give the array's recording, or set array_channels = []"
+                )
             self.audio = recorded[list(settings.array_channels)]
         self._beam = SteeredBeam(self.array) if self.array is not None else None
         self.state = f"file {path}" + (f" ({self.array.count}-microphone array)" if self.array is not None else "")
@@ -102,7 +111,7 @@ class FileMicrophone:
             if conversation.warming_up:  # the visit starts once the robot listens
                 sound = silence
             else:
-                sound = self.audio[:, position:position + FRAME] if position + FRAME <= length else silence
+                sound = self.audio[:, position : position + FRAME] if position + FRAME <= length else silence
                 position += FRAME
             if self.room is not None:  # the room is the sound card: 10 ms blocks, each with when it was taken
                 for block in clock.pieces(sound[0], BLOCK):
@@ -173,24 +182,38 @@ class Daemon:
         self.notifier.extend_timeout(120)
         self.notifier.status("loading models")
         settings = self.app.settings
-        microphone = (FileMicrophone(self.options.mic, settings.audio, self.options.loop) if self.options.mic
-                      else DeviceMicrophone(settings.audio))
+        microphone = (
+            FileMicrophone(self.options.mic, settings.audio, self.options.loop)
+            if self.options.mic
+            else DeviceMicrophone(settings.audio)
+        )
         if microphone.array is not None:
             if self.options.echo is not None:
-                raise InputError("--echo-db: the echo room is heard by one microphone; run it with [audio] array_channels = []")
+                raise InputError(
+                    "--echo-db: the echo room is heard by one microphone; run it with [audio] array_channels = []"
+                )
             # an array's beam has its own margin over the floor
             settings = dataclasses.replace(settings, endpoint=settings.endpoint.through_array())
         speakers: list = []
 
         def make_speaker(rate: int):
-            made = WavFileSpeaker(self.options.speaker, rate) if self.options.speaker else DeviceSpeaker(rate, settings.audio.output_device)
+            made = (
+                WavFileSpeaker(self.options.speaker, rate)
+                if self.options.speaker
+                else DeviceSpeaker(rate, settings.audio.output_device)
+            )
             speakers.append(made)
             return made
 
         conversation = self.app.conversation(
-            make_speaker, build_engines=True, settings=settings, heartbeat=self.heartbeats.register("turns", STAGE_DEADLINE_S),
-            report=self._progress, observer=self.avatar_inbox.put,
-            hears_speaker=self.options.speaker is None or self.options.echo is not None)
+            make_speaker,
+            build_engines=True,
+            settings=settings,
+            heartbeat=self.heartbeats.register("turns", STAGE_DEADLINE_S),
+            report=self._progress,
+            observer=self.avatar_inbox.put,
+            hears_speaker=self.options.speaker is None or self.options.echo is not None,
+        )
         self.conversation, self.speaker = conversation, speakers[0]
         self.microphone = microphone
         status, workers = None, []
@@ -198,18 +221,36 @@ class Daemon:
             if self.options.echo is not None:
                 microphone.room = self._echo_room(conversation, microphone.audio[0])
             status = StatusServer(self.snapshot)
-            workers.append(threading.Thread(target=microphone.run, name="microphone", daemon=True,
-                                            args=(conversation, self.heartbeats.register("microphone", STAGE_DEADLINE_S),
-                                                  self.stop)))
+            workers.append(
+                threading.Thread(
+                    target=microphone.run,
+                    name="microphone",
+                    daemon=True,
+                    args=(conversation, self.heartbeats.register("microphone", STAGE_DEADLINE_S), self.stop),
+                )
+            )
             workers.append(threading.Thread(target=self._trim_memory, name="memory", daemon=True, args=(conversation,)))
             interval = watchdog_interval()
             if interval is not None:
-                workers.append(threading.Thread(target=self.heartbeats.run_watchdog, name="watchdog", daemon=True,
-                                                args=(self.notifier.watchdog, min(interval, DEFAULT_WATCHDOG_S), self.stop)))
+                workers.append(
+                    threading.Thread(
+                        target=self.heartbeats.run_watchdog,
+                        name="watchdog",
+                        daemon=True,
+                        args=(self.notifier.watchdog, min(interval, DEFAULT_WATCHDOG_S), self.stop),
+                    )
+                )
             for worker in workers:
                 worker.start()
-            self.reloader = Reloader(self.app.config, conversation, self.notifier, self._summary,
-                                     self.heartbeats.register("reload", STAGE_DEADLINE_S), self.reload, self.stop)
+            self.reloader = Reloader(
+                self.app.config,
+                conversation,
+                self.notifier,
+                self._summary,
+                self.heartbeats.register("reload", STAGE_DEADLINE_S),
+                self.reload,
+                self.stop,
+            )
             conversation.warm_up(settings.bargein.startup_phrase)
             self.perception = self._start_perception(settings, conversation)
             self.state = "ready"
@@ -224,7 +265,9 @@ class Daemon:
         """A hall between the replies file and the recorded visit: its echo level is set against the
         visit's speech and the greeting's."""
         greeting = conversation.dialogue.intents["greeting"].answer
-        room = EchoRoom(self.options.echo, active_rms(visitor), conversation.speech.audio_of(greeting), self.speaker.sample_rate)
+        room = EchoRoom(
+            self.options.echo, active_rms(visitor), conversation.speech.audio_of(greeting), self.speaker.sample_rate
+        )
         self.speaker.card = room.play
         log.info("replies reach the microphone through an echo room: %s", self.options.echo)
         return room
@@ -260,19 +303,28 @@ class Daemon:
             if sink.name == "null" and settings.display == "window" and now >= look_again_at:
                 look_again_at = now + DISPLAY_LOOK_AGAIN_S
                 if x_display_reachable():
-                    log.warning("an X display answers at DISPLAY=%r now: showing the avatar", os.environ.get("DISPLAY", ""))
+                    log.warning(
+                        "an X display answers at DISPLAY=%r now: showing the avatar", os.environ.get("DISPLAY", "")
+                    )
                     sink, opened_at = self._open_display(settings), now
                     renderer = renderer or self._style(settings)
             if sink.name != "null" and not sink.show(renderer.render(avatar.pose(now - started))):
                 sink.close()
                 sink, self.display = NullSink(), "lost"
-                reopened = reopened + 1 if now - opened_at < 60 else 0  # a window that keeps failing is tried less often
-                look_again_at = now + min(DISPLAY_LOOK_AGAIN_S * 2 ** reopened, DISPLAY_LOOK_AGAIN_MAX_S)
+                reopened = (
+                    reopened + 1 if now - opened_at < 60 else 0
+                )  # a window that keeps failing is tried less often
+                look_again_at = now + min(DISPLAY_LOOK_AGAIN_S * 2**reopened, DISPLAY_LOOK_AGAIN_MAX_S)
         sink.close()
 
     def _open_display(self, settings):
-        sink = open_display(settings.display, settings.width, settings.height, settings.fps,
-                            path=state_home() / "avatar.mp4" if settings.display == "file" else None)
+        sink = open_display(
+            settings.display,
+            settings.width,
+            settings.height,
+            settings.fps,
+            path=state_home() / "avatar.mp4" if settings.display == "file" else None,
+        )
         self.display = sink.name
         return sink
 
@@ -324,8 +376,15 @@ class Daemon:
             if point is not None:
                 self.microphone.steer(*camera_settings.direction_of(point))
 
-        return Perception(self.camera, detector, Engagement(camera_settings.engagement()), camera_settings.detect_hz,
-                          on_event, on_gaze, self.heartbeats.register("perception", STAGE_DEADLINE_S))
+        return Perception(
+            self.camera,
+            detector,
+            Engagement(camera_settings.engagement()),
+            camera_settings.detect_hz,
+            on_event,
+            on_gaze,
+            self.heartbeats.register("perception", STAGE_DEADLINE_S),
+        )
 
     def _progress(self, line: str) -> None:
         self.notifier.status(line)
@@ -336,10 +395,13 @@ class Daemon:
         runners = self.conversation.runners()
         on_cpu = [runner for runner in runners.values() if runner.kind == "cpu"]
         reason = next((r.snapshot().last_reason for r in on_cpu if isinstance(r, FallbackRunner)), "")
-        return (f"ready: {len(runners) - len(on_cpu)} models on GPU, {len(on_cpu)} on CPU"
-                + (f" ({reason})" if reason else ""))
+        return f"ready: {len(runners) - len(on_cpu)} models on GPU, {len(on_cpu)} on CPU" + (
+            f" ({reason})" if reason else ""
+        )
 
-    def _shutdown(self, conversation: Conversation, status: StatusServer | None, workers: list[threading.Thread]) -> None:
+    def _shutdown(
+        self, conversation: Conversation, status: StatusServer | None, workers: list[threading.Thread]
+    ) -> None:
         self.state = "stopping"
         self.notifier.stopping()
         self.stop.set()
@@ -365,30 +427,57 @@ class Daemon:
             entry = {"backend": runner.backend, "kind": runner.kind}
             if isinstance(runner, FallbackRunner):
                 stats = runner.snapshot()
-                entry |= {"engine_calls": stats.engine_calls, "cpu_calls": stats.cpu_calls,
-                          "fallbacks": stats.fallbacks, "reason": stats.last_reason}
+                entry |= {
+                    "engine_calls": stats.engine_calls,
+                    "cpu_calls": stats.cpu_calls,
+                    "fallbacks": stats.fallbacks,
+                    "reason": stats.last_reason,
+                }
             models[name] = entry
         return {
-            "state": self.state, "pid": os.getpid(), "uptime_s": round(time.monotonic() - self.started, 1),
+            "state": self.state,
+            "pid": os.getpid(),
+            "uptime_s": round(time.monotonic() - self.started, 1),
             "conversation": conversation.phase().value,  # idle, listening, thinking, speaking, interrupted
-            "status": self.notifier.last_status, "models": models,
-            "devices": {"microphone": self.microphone.state,
-                        "speaker": (f"file {self.options.speaker}" if self.options.speaker else self.speaker.state)
-                        + (f" (failing: {self.speaker.fault})" if self.speaker.fault else ""),
-                        "camera": self.camera.state if self.camera else "none", "display": self.display},
+            "status": self.notifier.last_status,
+            "models": models,
+            "devices": {
+                "microphone": self.microphone.state,
+                "speaker": (f"file {self.options.speaker}" if self.options.speaker else self.speaker.state)
+                + (f" (failing: {self.speaker.fault})" if self.speaker.fault else ""),
+                "camera": self.camera.state if self.camera else "none",
+                "display": self.display,
+            },
             "avatar": self.avatar_style,
-            "heartbeats_s": self.heartbeats.ages(), "hung_stages": self.heartbeats.stale(),
-            "knowledge": {"intents": len(conversation.dialogue.intents),
-                          "last_reload": self.reloader.last if self.reloader is not None else ""},
+            "heartbeats_s": self.heartbeats.ages(),
+            "hung_stages": self.heartbeats.stale(),
+            "knowledge": {
+                "intents": len(conversation.dialogue.intents),
+                "last_reload": self.reloader.last if self.reloader is not None else "",
+            },
             "tally": conversation.tally(),
-            "bargein": {"enabled": conversation.bargein is not None,
-                        "echo_canceller": "webrtc" if conversation.echo is not None else "none",
-                        "erle_db": conversation.echo.erle_db() if conversation.echo is not None else None},
+            "bargein": {
+                "enabled": conversation.bargein is not None,
+                "echo_canceller": "webrtc" if conversation.echo is not None else "none",
+                "erle_db": conversation.echo.erle_db() if conversation.echo is not None else None,
+            },
             "turns": [_short(turn_report(t)) for t in list(conversation.turns)[-10:] if t.done.is_set()],
         }
 
 
 def _short(report: dict) -> dict:
-    return {k: report[k] for k in ("turn", "transcript", "intent", "about", "source", "ignored", "interrupted", "barged_in",
-                                   "played_s", "unsaid")} | {
-        "latency_ms": report["ms"]["turn"], "asr_ms": report["ms"]["asr"]}
+    return {
+        k: report[k]
+        for k in (
+            "turn",
+            "transcript",
+            "intent",
+            "about",
+            "source",
+            "ignored",
+            "interrupted",
+            "barged_in",
+            "played_s",
+            "unsaid",
+        )
+    } | {"latency_ms": report["ms"]["turn"], "asr_ms": report["ms"]["asr"]}

@@ -11,17 +11,16 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from engines.calibration_table import read_table
 from engines.errors import OrinAvatarError
 from engines.platform import probe_platform
 from engines.store.model_store import state_home, verify_entry
 
-from engines.calibration_table import read_table
-
 from device.app import App
 from device.avatar.display import x_display_reachable
 from device.service.status_socket import read_status
-from device.sound.echo_canceller import Aec3, EchoCancellerError
 from device.sound.devices import DeviceError, check_array_channels, choose, list_devices
+from device.sound.echo_canceller import Aec3, EchoCancellerError
 
 SERVICE_USER = "orin-avatar"
 SERVICE_GROUPS = ("audio", "video", "render")
@@ -54,19 +53,43 @@ def _settings(app: App) -> Check:
 def _platform() -> list[Check]:
     platform = probe_platform()
     l4t = platform.l4t
-    checks = [Check("jetpack/l4t", "ok" if l4t else "WARN", f"L4T {l4t}" if l4t else "not a Jetson (no /etc/nv_tegra_release)",
-                    "run on a Jetson AGX Orin with JetPack 6 for TensorRT engines")]
+    checks = [
+        Check(
+            "jetpack/l4t",
+            "ok" if l4t else "WARN",
+            f"L4T {l4t}" if l4t else "not a Jetson (no /etc/nv_tegra_release)",
+            "run on a Jetson AGX Orin with JetPack 6 for TensorRT engines",
+        )
+    ]
     if platform.usable:
-        checks.append(Check("tensorrt", "ok", f"TensorRT {platform.tensorrt}, CUDA {platform.cuda}, driver {platform.driver}"))
-        checks.append(Check("gpu", "ok", f"{platform.gpu} (compute {platform.compute_capability}), {platform.dla_cores} DLA core(s)"))
+        checks.append(
+            Check("tensorrt", "ok", f"TensorRT {platform.tensorrt}, CUDA {platform.cuda}, driver {platform.driver}")
+        )
+        checks.append(
+            Check(
+                "gpu", "ok", f"{platform.gpu} (compute {platform.compute_capability}), {platform.dla_cores} DLA core(s)"
+            )
+        )
     else:
-        checks.append(Check("tensorrt", "WARN", f"{platform.problem} Every model runs on the CPU.",
-                            "on a Jetson: sudo apt install python3-libnvinfer; .venv/bin/pip install -e .[jetson]"))
+        checks.append(
+            Check(
+                "tensorrt",
+                "WARN",
+                f"{platform.problem} Every model runs on the CPU.",
+                "on a Jetson: sudo apt install python3-libnvinfer; .venv/bin/pip install -e .[jetson]",
+            )
+        )
     nvpmodel = shutil.which("nvpmodel")
     if nvpmodel:
         mode = subprocess.run([nvpmodel, "-q"], capture_output=True, text=True).stdout.strip().replace("\n", " ")
-        checks.append(Check("power mode", "ok" if "MAXN" in mode else "WARN", mode or "unknown",
-                            "sudo nvpmodel -m 0 (MAXN) for the fastest answers"))
+        checks.append(
+            Check(
+                "power mode",
+                "ok" if "MAXN" in mode else "WARN",
+                mode or "unknown",
+                "sudo nvpmodel -m 0 (MAXN) for the fastest answers",
+            )
+        )
     return checks
 
 
@@ -90,9 +113,14 @@ def _tables(app: App) -> Check:
             read_table(path, store.entries()[table.model].sha256)
     except (OrinAvatarError, KeyError) as exc:
         return Check("calibration tables", "FAIL", str(exc), "orin-avatar calibrate (or reinstall orin-avatar)")
-    return Check("calibration tables", "ok" if tables else "WARN",
-                 f"{len(tables)} table(s): {', '.join(p.stem for p in tables)}" if tables else "none: every model builds in FP16",
-                 "orin-avatar calibrate")
+    return Check(
+        "calibration tables",
+        "ok" if tables else "WARN",
+        f"{len(tables)} table(s): {', '.join(p.stem for p in tables)}"
+        if tables
+        else "none: every model builds in FP16",
+        "orin-avatar calibrate",
+    )
 
 
 def _engines() -> Check:
@@ -101,7 +129,9 @@ def _engines() -> Check:
     records = EngineCache(state_home() / "engines").records()
     failed = [f"{r.model} {r.precision}: {r.reason}" for r in records if r.status != "valid"]
     valid = [f"{r.model} {r.precision}" for r in records if r.status == "valid"]
-    detail = f"{len(valid)} valid ({', '.join(valid) or 'none'})" + (f"; {len(failed)} failed: {'; '.join(failed)}" if failed else "")
+    detail = f"{len(valid)} valid ({', '.join(valid) or 'none'})" + (
+        f"; {len(failed)} failed: {'; '.join(failed)}" if failed else ""
+    )
     return Check("engines", "ok" if valid or not probe_platform().usable else "WARN", detail, "orin-avatar build")
 
 
@@ -109,8 +139,12 @@ def _audio() -> Check:
     cards = Path("/proc/asound/cards")
     text = cards.read_text().strip() if cards.is_file() else ""
     if not text or "no soundcards" in text:
-        return Check("audio devices", "FAIL", "no sound card (/proc/asound/cards)",
-                     "plug in the USB microphone and speaker; check 'arecord -l' and 'aplay -l'")
+        return Check(
+            "audio devices",
+            "FAIL",
+            "no sound card (/proc/asound/cards)",
+            "plug in the USB microphone and speaker; check 'arecord -l' and 'aplay -l'",
+        )
     return Check("audio devices", "ok", " / ".join(line.strip() for line in text.splitlines()[::2]))
 
 
@@ -121,8 +155,12 @@ def _echo_canceller(app: App) -> Check:
     except OrinAvatarError:
         return Check("echo canceller", "WARN", "the settings do not load (see above)")
     if bargein.echo_canceller == "none":
-        return Check("echo canceller", "WARN", "off ([bargein] echo_canceller = \"none\"): no barge-in while the robot speaks",
-                     "only with a headset or a microphone that does not hear the speaker")
+        return Check(
+            "echo canceller",
+            "WARN",
+            'off ([bargein] echo_canceller = "none"): no barge-in while the robot speaks',
+            "only with a headset or a microphone that does not hear the speaker",
+        )
     try:
         Aec3(bargein.echo_tail_ms)
     except EchoCancellerError as exc:
@@ -142,27 +180,47 @@ def _microphone_array(app: App) -> list[Check]:
         device = choose(list_devices(), audio.input_device, "input")
         check_array_channels(device, audio.array_channels)
     except DeviceError as exc:
-        return [Check("microphone array", "FAIL", str(exc), "set [audio] input_device and array_channels to the array's")]
-    return [Check("microphone array", "ok", f"{len(audio.array_channels)} microphones on channels {list(audio.array_channels)} "
-                  f"of {device.name} ({device.inputs} input channels), {audio.array_radius_mm:g} mm from the centre")]
+        return [
+            Check("microphone array", "FAIL", str(exc), "set [audio] input_device and array_channels to the array's")
+        ]
+    return [
+        Check(
+            "microphone array",
+            "ok",
+            f"{len(audio.array_channels)} microphones on channels {list(audio.array_channels)} "
+            f"of {device.name} ({device.inputs} input channels), {audio.array_radius_mm:g} mm from the centre",
+        )
+    ]
 
 
 def _video() -> Check:
     cameras = sorted(glob.glob("/dev/video*"))
     if not cameras:
-        return Check("cameras", "WARN", "no /dev/video* device: the robot cannot see visitors",
-                     "plug in the camera; check 'v4l2-ctl --list-devices'")
+        return Check(
+            "cameras",
+            "WARN",
+            "no /dev/video* device: the robot cannot see visitors",
+            "plug in the camera; check 'v4l2-ctl --list-devices'",
+        )
     return Check("cameras", "ok", ", ".join(cameras))
 
 
 def _display() -> Check:
     display = os.environ.get("DISPLAY")
     if not display:
-        return Check("display", "WARN", "DISPLAY is not set: the avatar cannot be shown",
-                     "run in the kiosk's X session, or set Environment=DISPLAY=:0 in the unit")
+        return Check(
+            "display",
+            "WARN",
+            "DISPLAY is not set: the avatar cannot be shown",
+            "run in the kiosk's X session, or set Environment=DISPLAY=:0 in the unit",
+        )
     if not x_display_reachable(display):
-        return Check("display", "WARN", f"DISPLAY={display} but no X server answers there",
-                     "start the kiosk's X session (or Xvfb for testing)")
+        return Check(
+            "display",
+            "WARN",
+            f"DISPLAY={display} but no X server answers there",
+            "start the kiosk's X session (or Xvfb for testing)",
+        )
     return Check("display", "ok", f"DISPLAY={display}")
 
 
@@ -173,8 +231,12 @@ def _service_user() -> Check:
         return Check("service user", "WARN", f"no user {SERVICE_USER}", "make install (installs the sysusers.d entry)")
     missing = [g for g in SERVICE_GROUPS if _group_has(g, SERVICE_USER) is False]
     if missing:
-        return Check("service user", "FAIL", f"{SERVICE_USER} is not in group(s) {', '.join(missing)}",
-                     f"sudo usermod -aG {','.join(missing)} {SERVICE_USER}")
+        return Check(
+            "service user",
+            "FAIL",
+            f"{SERVICE_USER} is not in group(s) {', '.join(missing)}",
+            f"sudo usermod -aG {','.join(missing)} {SERVICE_USER}",
+        )
     return Check("service user", "ok", f"{SERVICE_USER} in {', '.join(SERVICE_GROUPS)}")
 
 
@@ -192,7 +254,11 @@ def _daemon() -> Check:
         return Check("daemon", "WARN", str(exc), "systemctl start orin-avatar")
     cpu = [n for n, m in status["models"].items() if m["kind"] == "cpu"]
     level = "FAIL" if status["hung_stages"] else "ok"
-    return Check("daemon", level, f"{status['state']}, pid {status['pid']}, up {status['uptime_s']:.0f} s; "
-                 f"{len(status['models']) - len(cpu)} model(s) on TensorRT, {len(cpu)} on the CPU"
-                 + (f"; hung: {', '.join(status['hung_stages'])}" if status["hung_stages"] else ""),
-                 "journalctl -u orin-avatar -e")
+    return Check(
+        "daemon",
+        level,
+        f"{status['state']}, pid {status['pid']}, up {status['uptime_s']:.0f} s; "
+        f"{len(status['models']) - len(cpu)} model(s) on TensorRT, {len(cpu)} on the CPU"
+        + (f"; hung: {', '.join(status['hung_stages'])}" if status["hung_stages"] else ""),
+        "journalctl -u orin-avatar -e",
+    )

@@ -46,8 +46,11 @@ class Heartbeats:
         while not stop.wait(interval_s):
             hung = set(self.stale())
             for name in hung - self._reported:
-                log.error("stage %s has not reported for %.0f s: withholding the watchdog so systemd restarts us",
-                          name, self.ages()[name])
+                log.error(
+                    "stage %s has not reported for %.0f s: withholding the watchdog so systemd restarts us",
+                    name,
+                    self.ages()[name],
+                )
             for name in self._reported - hung:
                 log.warning("stage %s reports again", name)
             self._reported = hung

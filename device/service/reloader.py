@@ -30,8 +30,16 @@ class Reloader:
     """Owns the "reload" thread. Setting `wanted` (SIGHUP's handler does, even before the thread starts)
     asks for a reload; requests that come while one runs make one more reload after it, not one each."""
 
-    def __init__(self, config: Path | None, conversation: Conversation, notifier: Notifier, summary: Callable[[], str],
-                 beat: Callable[[], None], wanted: threading.Event, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        config: Path | None,
+        conversation: Conversation,
+        notifier: Notifier,
+        summary: Callable[[], str],
+        beat: Callable[[], None],
+        wanted: threading.Event,
+        stop: threading.Event,
+    ) -> None:
         self.config = config
         self.conversation = conversation
         self.notifier = notifier
@@ -65,7 +73,9 @@ class Reloader:
             settings = load_settings(self.config)
             knowledge = Path(settings.dialogue.knowledge) if settings.dialogue.knowledge else None
             count = self.conversation.dialogue.reload(knowledge, self._between)
-            self.conversation.speech.prepare([i.answer for i in self.conversation.dialogue.intents.values() if i.answer])
+            self.conversation.speech.prepare(
+                [i.answer for i in self.conversation.dialogue.intents.values() if i.answer]
+            )
             self.last = f"ok: {count} intents from {knowledge or 'the embedded example'}"
             log.info("reloaded the knowledge base: %s", self.last)
         except ReloadStopped:

@@ -20,15 +20,19 @@ class StateLock:
         try:  # O_NOFOLLOW: a symlink planted in its place is not followed
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
         except OSError as exc:
-            raise OrinAvatarError(f"cannot open the daemon's lock {self.path}: {exc.strerror}; "
-                                  "make the state directory writable by the daemon's user") from None
+            raise OrinAvatarError(
+                f"cannot open the daemon's lock {self.path}: {exc.strerror}; "
+                "make the state directory writable by the daemon's user"
+            ) from None
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(self._fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(self._fd)
-            raise OrinAvatarError(f"another orin-avatar daemon (pid {holder}) runs on {state}; stop it first "
-                                  "(systemctl stop orin-avatar), or give this one its own ORIN_AVATAR_HOME") from None
+            raise OrinAvatarError(
+                f"another orin-avatar daemon (pid {holder}) runs on {state}; stop it first "
+                "(systemctl stop orin-avatar), or give this one its own ORIN_AVATAR_HOME"
+            ) from None
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
 

@@ -12,7 +12,6 @@ from typing import Callable
 from engines.errors import OrinAvatarError
 from engines.store.model_store import state_home
 
-
 UNIT_RUNTIME = Path("/run/orin-avatar")  # the unit's RuntimeDirectory=orin-avatar
 
 
@@ -78,12 +77,16 @@ def read_status(path: Path | None = None, timeout: float = 3.0) -> dict:
             while chunk := client.recv(65536):
                 chunks.append(chunk)
     except (FileNotFoundError, ConnectionRefusedError):
-        raise OrinAvatarError(f"no orin-avatar daemon is running (no status socket at {path}); "
-                              "start it with 'systemctl start orin-avatar' or 'orin-avatar run'") from None
+        raise OrinAvatarError(
+            f"no orin-avatar daemon is running (no status socket at {path}); "
+            "start it with 'systemctl start orin-avatar' or 'orin-avatar run'"
+        ) from None
     except OSError as exc:
         raise OrinAvatarError(f"could not read the daemon's status from {path}: {exc}") from None
     try:
         return json.loads(b"".join(chunks))
     except ValueError:
-        raise OrinAvatarError(f"the status socket {path} answered something that is not orin-avatar's status; "
-                              "is another program listening there?") from None
+        raise OrinAvatarError(
+            f"the status socket {path} answered something that is not orin-avatar's status; "
+            "is another program listening there?"
+        ) from None

@@ -42,7 +42,9 @@ class MicArray:
         """The usual USB array: `count` microphones evenly on a horizontal circle, the first in the
         direction `first_deg`, the others following clockwise seen from above."""
         if count < 2 or radius_m <= 0:
-            raise ValueError(f"a microphone array needs 2 or more microphones and a radius over 0 m, got {count} and {radius_m} m")
+            raise ValueError(
+                f"a microphone array needs 2 or more microphones and a radius over 0 m, got {count} and {radius_m} m"
+            )
         azimuths = np.radians(first_deg) + 2 * np.pi * np.arange(count) / count
         return cls(radius_m * np.stack([np.sin(azimuths), np.cos(azimuths), np.zeros(count)], axis=1))
 
@@ -54,8 +56,13 @@ class MicArray:
 def look_direction(azimuth_rad: float, elevation_rad: float = 0.0) -> np.ndarray:
     """The unit vector toward a source at this azimuth (0: straight ahead, positive: to the robot's
     right) and elevation (positive: up)."""
-    return np.array([np.sin(azimuth_rad) * np.cos(elevation_rad), np.cos(azimuth_rad) * np.cos(elevation_rad),
-                     np.sin(elevation_rad)])
+    return np.array(
+        [
+            np.sin(azimuth_rad) * np.cos(elevation_rad),
+            np.cos(azimuth_rad) * np.cos(elevation_rad),
+            np.sin(elevation_rad),
+        ]
+    )
 
 
 def direction_angles(direction: np.ndarray) -> tuple[float, float]:
@@ -96,7 +103,9 @@ class Beamformer:
         self.steer(0.0)
 
     def steer(self, azimuth_rad: float, elevation_rad: float = 0.0) -> None:
-        self._weights = superdirective_weights(self.array, look_direction(azimuth_rad, elevation_rad), self.rate, self.loading)
+        self._weights = superdirective_weights(
+            self.array, look_direction(azimuth_rad, elevation_rad), self.rate, self.loading
+        )
 
     def process(self, frames: np.ndarray) -> np.ndarray:
         """`frames` (microphones, samples) -> the beam, a sample for each one taken in once a whole
@@ -111,7 +120,9 @@ class Beamformer:
             self._history = hop
             beam_spectrum = np.sum(self._weights.conj() * spectrum.T, axis=1)
             microphones = np.mean(np.abs(spectrum[:, self._band]) ** 2)
-            self.on_axis_db.append(float(10 * np.log10((np.mean(np.abs(beam_spectrum[self._band]) ** 2) + 1e-20) / (microphones + 1e-20))))
+            self.on_axis_db.append(
+                float(10 * np.log10((np.mean(np.abs(beam_spectrum[self._band]) ** 2) + 1e-20) / (microphones + 1e-20)))
+            )
             beam = np.fft.irfft(beam_spectrum, FFT) * self._window
             out.append((self._tail + beam[:HOP]).astype(np.float32))
             self._tail = beam[HOP:]

@@ -22,8 +22,8 @@ from typing import Iterator
 import numpy as np
 
 from engines.errors import OrinAvatarError
-
 from engines.model_specs import FRAME, SPEECH_RATE
+
 from device.sound.beamformer import HOP, MicArray, SteeredBeam
 from device.sound.speakers import BLOCK_SECONDS, Speaker, fade_of
 
@@ -55,8 +55,15 @@ def list_devices(audio=None) -> list[SoundDevice]:
     found = []
     for i in range(audio.get_device_count()):
         info = audio.get_device_info_by_index(i)
-        found.append(SoundDevice(i, info["name"], int(info["maxInputChannels"]), int(info["maxOutputChannels"]),
-                                 int(info["defaultSampleRate"])))
+        found.append(
+            SoundDevice(
+                i,
+                info["name"],
+                int(info["maxInputChannels"]),
+                int(info["maxOutputChannels"]),
+                int(info["defaultSampleRate"]),
+            )
+        )
     return found
 
 
@@ -64,8 +71,10 @@ def choose(devices: list[SoundDevice], wanted: str, direction: str) -> SoundDevi
     """By index ("2"), by (part of) its name, or "default"; the error lists what there is."""
     usable = [d for d in devices if (d.inputs if direction == "input" else d.outputs) > 0]
     if not usable:
-        raise DeviceError(f"there is no audio {direction} device on this machine (PyAudio sees none); "
-                          "plug one in and check 'arecord -l' / 'aplay -l'")
+        raise DeviceError(
+            f"there is no audio {direction} device on this machine (PyAudio sees none); "
+            "plug one in and check 'arecord -l' / 'aplay -l'"
+        )
     if wanted.isdigit():
         match = [d for d in usable if d.index == int(wanted)]
     else:
@@ -79,9 +88,11 @@ def choose(devices: list[SoundDevice], wanted: str, direction: str) -> SoundDevi
 def check_array_channels(device: SoundDevice, channels: tuple[int, ...]) -> None:
     """A microphone array's channels must be among the device's inputs."""
     if max(channels) >= device.inputs:
-        raise DeviceError(f"[audio] array_channels {list(channels)}: {device.name} has {device.inputs} input channels "
-                          f"(0-{device.inputs - 1}); list its microphones' channels among them (`orin-avatar devices` "
-                          "shows each device's channels), or [] for one microphone")
+        raise DeviceError(
+            f"[audio] array_channels {list(channels)}: {device.name} has {device.inputs} input channels "
+            f"(0-{device.inputs - 1}); list its microphones' channels among them (`orin-avatar devices` "
+            "shows each device's channels), or [] for one microphone"
+        )
 
 
 def _pyaudio():
@@ -95,8 +106,9 @@ class Microphone:
     first two channels averaged in 10 ms blocks, or with an array, the beam of its microphones' channels
     in FRAME-sample frames."""
 
-    def __init__(self, wanted: str = "default", array: MicArray | None = None,
-                 array_channels: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self, wanted: str = "default", array: MicArray | None = None, array_channels: tuple[int, ...] = ()
+    ) -> None:
         import pyaudio
 
         self._audio = _pyaudio()
@@ -115,17 +127,29 @@ class Microphone:
         self.channels = max(array_channels) + 1 if array is not None else min(2, self.device.inputs)
         self._beam = SteeredBeam(array) if array is not None else None  # the reader's; others only steer it
         # (arrival, ADC time of its first sample or 0 when the card gives none, the block)
-        self._ring: collections.deque[tuple[float, float, bytes]] = collections.deque(maxlen=max(2, int(RING_SECONDS * self.rate / block)))
+        self._ring: collections.deque[tuple[float, float, bytes]] = collections.deque(
+            maxlen=max(2, int(RING_SECONDS * self.rate / block))
+        )
         self.captured_at: float | None = None  # ADC time of the first sample of the frame `frames` last gave
         self.on_axis_db: float | None = None  # with an array, that frame's level in the beam over the microphones'
         self.latencies_ms: collections.deque[float] = collections.deque(maxlen=1000)  # block captured -> frame out
         self._ready = threading.Condition()
         self.overflows = 0
         self._last_warning = 0.0
-        self._stream = self._audio.open(format=pyaudio.paInt16, channels=self.channels, rate=self.rate, input=True,
-                                        input_device_index=self.device.index, frames_per_buffer=block,
-                                        stream_callback=self._callback)
-        heard = f"{self.channels} ch" if array is None else f"{array.count}-microphone array on channels {list(array_channels)}"
+        self._stream = self._audio.open(
+            format=pyaudio.paInt16,
+            channels=self.channels,
+            rate=self.rate,
+            input=True,
+            input_device_index=self.device.index,
+            frames_per_buffer=block,
+            stream_callback=self._callback,
+        )
+        heard = (
+            f"{self.channels} ch"
+            if array is None
+            else f"{array.count}-microphone array on channels {list(array_channels)}"
+        )
         self.state = f"{self.device.name} ({self.rate} Hz, {heard})"
 
     def steer(self, azimuth_rad: float, elevation_rad: float = 0.0) -> None:
@@ -150,7 +174,9 @@ class Microphone:
         import soxr
 
         picked = list(self.array_channels) if self.array is not None else None
-        resampler = soxr.ResampleStream(self.rate, SPEECH_RATE, len(picked) if picked else 1, dtype="float32")  # keeps the signal's timing
+        resampler = soxr.ResampleStream(
+            self.rate, SPEECH_RATE, len(picked) if picked else 1, dtype="float32"
+        )  # keeps the signal's timing
         beam = self._beam
         pending = np.zeros(0, np.float32)
         seen = 0
@@ -175,7 +201,9 @@ class Microphone:
                 seen, self._last_warning = self.overflows, time.monotonic()
             while len(pending) >= piece:
                 self.latencies_ms.append((time.monotonic() - captured) * 1000)
-                self.captured_at = anchor[1] + ((given - lag) * self.rate / SPEECH_RATE - anchor[0]) / self.rate if anchor else None
+                self.captured_at = (
+                    anchor[1] + ((given - lag) * self.rate / SPEECH_RATE - anchor[0]) / self.rate if anchor else None
+                )
                 self.on_axis_db = beam.frame_on_axis_db() if beam else None
                 yield pending[:piece]
                 given += piece
@@ -207,9 +235,15 @@ class DeviceSpeaker(Speaker):
         self._faded = False  # the callback's: it has faded out since the hold began
         self._ahead = int(sample_rate * BLOCK_SECONDS)  # queued beyond this, `_write` waits
         super().__init__(sample_rate)
-        self._stream = self._audio.open(format=pyaudio.paInt16, channels=1, rate=sample_rate, output=True,
-                                        output_device_index=self.device.index, frames_per_buffer=int(sample_rate * CALLBACK_S),
-                                        stream_callback=self._fill)
+        self._stream = self._audio.open(
+            format=pyaudio.paInt16,
+            channels=1,
+            rate=sample_rate,
+            output=True,
+            output_device_index=self.device.index,
+            frames_per_buffer=int(sample_rate * CALLBACK_S),
+            stream_callback=self._fill,
+        )
         self.state = f"{self.device.name} ({sample_rate} Hz)"
 
     def stop(self) -> None:
@@ -249,7 +283,7 @@ class DeviceSpeaker(Speaker):
             while filled < count and self._queued and not held:
                 block = self._queued[0]
                 take = min(count - filled, len(block))
-                out[filled:filled + take] = block[:take]
+                out[filled : filled + take] = block[:take]
                 if take == len(block):
                     self._queued.popleft()
                 else:
@@ -270,8 +304,8 @@ class DeviceSpeaker(Speaker):
         if self._faded:
             return
         if self._queued:
-            faded = fade_of(np.concatenate(list(self._queued))[:len(out)], self.sample_rate)
-            out[:len(faded)] = faded
+            faded = fade_of(np.concatenate(list(self._queued))[: len(out)], self.sample_rate)
+            out[: len(faded)] = faded
         self._faded = True
 
     def _finished_chunk(self, last: bool) -> None:

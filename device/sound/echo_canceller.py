@@ -45,7 +45,9 @@ BLOCK = SPEECH_RATE // 100  # the module takes 10 ms blocks
 # speaker says when playback starts afresh; the blocks in between follow each other, however their
 # writes were paced (a sound server takes them in bursts), unless one comes a second late.
 LATE_BLOCK = SPEECH_RATE
-FAR_END_LIMIT = SPEECH_RATE * 10  # far-end samples kept ahead of the microphone (10 s; a sound server may take 2 s at once)
+FAR_END_LIMIT = (
+    SPEECH_RATE * 10
+)  # far-end samples kept ahead of the microphone (10 s; a sound server may take 2 s at once)
 # AEC3 lets echo through for a moment where the far end is not what it has been following: after a
 # silence (a reply's first 100-150 ms; 24-32 dB over the room's level where a reply's next sentence
 # came 0.43 s late) and after far end it was never given (a block handed too late: 14 ms lost left
@@ -73,9 +75,11 @@ def _binding() -> ctypes.CDLL:
             library = ctypes.CDLL(str(here / f"_webrtc_aec3{suffix}"))
             break
     else:
-        raise EchoCancellerError(f"echo cancellation needs WebRTC's audio processing, built when orin-avatar is installed, "
-                                 f"but {here}/_webrtc_aec3*.so is missing: reinstall (pip install -e . builds it) "
-                                 f"or set [bargein] echo_canceller = \"none\"")
+        raise EchoCancellerError(
+            f"echo cancellation needs WebRTC's audio processing, built when orin-avatar is installed, "
+            f"but {here}/_webrtc_aec3*.so is missing: reinstall (pip install -e . builds it) "
+            f'or set [bargein] echo_canceller = "none"'
+        )
     library.aec3_create.restype = ctypes.c_void_p
     library.aec3_create.argtypes = [ctypes.c_int]
     library.aec3_far_end.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
@@ -91,7 +95,9 @@ class Aec3:
         self._library = _binding()
         self._handle = self._library.aec3_create(tail_ms // BLOCK_MS)
         if not self._handle:
-            raise EchoCancellerError(f"AEC3 refused a linear filter of {tail_ms} ms: set [bargein] echo_tail_ms to 52..500")
+            raise EchoCancellerError(
+                f"AEC3 refused a linear filter of {tail_ms} ms: set [bargein] echo_tail_ms to 52..500"
+            )
         self._cleaned = np.zeros(BLOCK, np.int16)
 
     def __del__(self) -> None:
@@ -102,7 +108,9 @@ class Aec3:
         self._check(self._library.aec3_far_end(self._handle, _pcm(block).ctypes.data), "far end")
 
     def near_end(self, block: np.ndarray) -> np.ndarray:
-        self._check(self._library.aec3_near_end(self._handle, _pcm(block).ctypes.data, self._cleaned.ctypes.data), "near end")
+        self._check(
+            self._library.aec3_near_end(self._handle, _pcm(block).ctypes.data, self._cleaned.ctypes.data), "near end"
+        )
         return self._cleaned.astype(np.float32) / 32768
 
     @staticmethod
@@ -118,7 +126,9 @@ def _pcm(block: np.ndarray) -> np.ndarray:
 class EchoCanceller:
     """AEC3 between what the speaker plays and what the microphone hears."""
 
-    def __init__(self, speaker_rate: int, tail_ms: int = DEFAULT_TAIL_MS, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, speaker_rate: int, tail_ms: int = DEFAULT_TAIL_MS, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._aec3 = Aec3(tail_ms)
         self._resampler = far_end_resampler(speaker_rate)
         self._lock = threading.Lock()
@@ -150,7 +160,7 @@ class EchoCanceller:
             if start < self._processed:  # late: what should already have played is not the far end any more
                 if self._processed - start >= LOST_GAP:
                     self._settled_from = max(self._settled_from, self._processed + SETTLE)
-                audio, start = audio[self._processed - start:], self._processed
+                audio, start = audio[self._processed - start :], self._processed
             offset, end = start - self._processed, start - self._processed + len(audio)
             if end > FAR_END_LIMIT:
                 return
@@ -170,9 +180,9 @@ class EchoCanceller:
             far = self._take_far()
             pieces.append(self._process(near, far))
         out = np.concatenate(pieces)
-        self.newest = out[len(pieces[0]):]
-        self._out = out[len(frame):]
-        return out[:len(frame)]
+        self.newest = out[len(pieces[0]) :]
+        self._out = out[len(frame) :]
+        return out[: len(frame)]
 
     @property
     def settling(self) -> bool:
@@ -197,7 +207,7 @@ class EchoCanceller:
         with self._lock:
             far, self._far = self._far[:BLOCK], self._far[BLOCK:]
             self._processed += BLOCK
-            if len(far) and np.mean(far ** 2) >= QUIET_POWER:
+            if len(far) and np.mean(far**2) >= QUIET_POWER:
                 if self._quiet >= RETURN_GAP:
                     self._settled_from = max(self._settled_from, self._processed - BLOCK + SETTLE)
                 self._quiet = 0

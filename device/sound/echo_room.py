@@ -90,8 +90,14 @@ def room_response(rt60_s: float, seed: int) -> np.ndarray:
 class EchoRoom:
     """Mixes the speaker's sound into the microphone's frames."""
 
-    def __init__(self, path: EchoPath, visitor_rms: float, reference_reply: np.ndarray, speaker_rate: int,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        path: EchoPath,
+        visitor_rms: float,
+        reference_reply: np.ndarray,
+        speaker_rate: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """`visitor_rms`: the visitor's speech level (`active_rms`); `reference_reply`: a reply at the
         speaker's rate whose echo is set `path.echo_db` over it."""
         self.path = path

@@ -95,8 +95,11 @@ class PlaybackTimeline:
         sample, adc_time = self._adc
         if abs(dac_time - adc_time) > SAME_CLOCK_S:
             if not self._clocks_differ:
-                log.warning("the speaker's and the microphone's device times are %.0f s apart (not one clock): the far "
-                            "end is placed by when it is handed", dac_time - adc_time)
+                log.warning(
+                    "the speaker's and the microphone's device times are %.0f s apart (not one clock): the far "
+                    "end is placed by when it is handed",
+                    dac_time - adc_time,
+                )
             self._clocks_differ = True
             return None
         return sample + round((dac_time - adc_time) * SPEECH_RATE) - DEVICE_LEAD

@@ -29,7 +29,7 @@ CARD_BUFFER_S = 0.04  # a paced speaker's card buffer: two 20 ms periods (ALSA's
 
 def fade_of(samples: np.ndarray, sample_rate: int) -> np.ndarray:
     """The first FADE_SECONDS of `samples` (or all, if fewer) faded out to silence: a hold, not a click."""
-    fade = samples[:max(1, int(sample_rate * FADE_SECONDS))]
+    fade = samples[: max(1, int(sample_rate * FADE_SECONDS))]
     return fade * np.linspace(1, 0, len(fade), dtype=np.float32)
 
 
@@ -132,7 +132,7 @@ class Speaker:
         """Hand `chunk` to the device block by block, at its pace; whether the device runs dry after it."""
         start = 0
         while start < len(chunk.audio) and not self._stop.is_set():
-            samples = chunk.audio[start:start + block]
+            samples = chunk.audio[start : start + block]
             self._wait_for_device(len(samples))
             if self._held.is_set():
                 self._fade_out(samples, fresh)

@@ -89,7 +89,9 @@ class Camera:
                 break
             first = first or time.monotonic()
             if not self.connected:
-                log.warning("camera %s is back", self.source) if self.losses else log.info("camera %s connected", self.source)
+                log.warning("camera %s is back", self.source) if self.losses else log.info(
+                    "camera %s connected", self.source
+                )
                 self.connected = True
             with self._lock:
                 self._frame = (time.monotonic(), frame)

@@ -18,13 +18,23 @@ log = logging.getLogger(__name__)
 
 
 class Perception:
-    def __init__(self, camera: Camera, detector: FaceDetector, engagement: Engagement, rate_hz: float,
-                 on_event: Callable[[object], None], on_gaze: Callable[[tuple[float, float] | None], None],
-                 beat: Callable[[], None] = lambda: None, start: bool = True) -> None:
+    def __init__(
+        self,
+        camera: Camera,
+        detector: FaceDetector,
+        engagement: Engagement,
+        rate_hz: float,
+        on_event: Callable[[object], None],
+        on_gaze: Callable[[tuple[float, float] | None], None],
+        beat: Callable[[], None] = lambda: None,
+        start: bool = True,
+    ) -> None:
         """`start`: run the loop on its own thread (the daemon); tests call `observe` themselves."""
         self.camera, self.detector, self.engagement = camera, detector, engagement
         self.rate_hz, self.on_event, self.on_gaze, self.beat = rate_hz, on_event, on_gaze, beat
-        self.latency_ms: collections.deque[float] = collections.deque(maxlen=1000)  # capture -> gaze target, the last frames
+        self.latency_ms: collections.deque[float] = collections.deque(
+            maxlen=1000
+        )  # capture -> gaze target, the last frames
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="perception", daemon=True)
         if start:

@@ -45,22 +45,46 @@ def build_bert_encoder(weights_path: Path, config_path: Path) -> onnx.ModelProto
     g = _Graph()
 
     ids, mask = "input_ids", "attention_mask"
-    positions = g.op("Range", [g.const("zero", np.array(0, np.int64)),
-                               g.op("Gather", [g.op("Shape", [ids], "ids_shape"), g.const("one", np.array(1, np.int64))], "seq_len"),
-                               "one"], "positions")
-    embedded = g.op("Add", [
-        g.op("Add", [
-            g.op("Gather", [g.const("emb.word", w["embeddings.word_embeddings.weight"]), ids], "emb.words"),
-            g.op("Gather", [g.const("emb.position", w["embeddings.position_embeddings.weight"]), positions], "emb.positions"),
-        ], "emb.sum"),
-        g.const("emb.type0", w["embeddings.token_type_embeddings.weight"][0]),  # single-segment input
-    ], "emb.all")
+    positions = g.op(
+        "Range",
+        [
+            g.const("zero", np.array(0, np.int64)),
+            g.op("Gather", [g.op("Shape", [ids], "ids_shape"), g.const("one", np.array(1, np.int64))], "seq_len"),
+            "one",
+        ],
+        "positions",
+    )
+    embedded = g.op(
+        "Add",
+        [
+            g.op(
+                "Add",
+                [
+                    g.op("Gather", [g.const("emb.word", w["embeddings.word_embeddings.weight"]), ids], "emb.words"),
+                    g.op(
+                        "Gather",
+                        [g.const("emb.position", w["embeddings.position_embeddings.weight"]), positions],
+                        "emb.positions",
+                    ),
+                ],
+                "emb.sum",
+            ),
+            g.const("emb.type0", w["embeddings.token_type_embeddings.weight"][0]),  # single-segment input
+        ],
+        "emb.all",
+    )
     x = _layer_norm(g, embedded, w, "embeddings.LayerNorm", "emb.norm", eps)
 
     # Additive attention bias: 0 where attended, -10000 where padded, shaped [B, 1, 1, T].
     mask_f = g.op("Cast", [mask], "mask.float", to=TensorProto.FLOAT)
-    bias = g.op("Mul", [g.op("Sub", [g.const("one_f", np.array(1.0, np.float32)), mask_f], "mask.inverse"),
-                        g.const("neg_big", np.array(-10000.0, np.float32))], "mask.bias")
+    bias = g.op(
+        "Mul",
+        [
+            g.op("Sub", [g.const("one_f", np.array(1.0, np.float32)), mask_f], "mask.inverse"),
+            g.const("neg_big", np.array(-10000.0, np.float32)),
+        ],
+        "mask.bias",
+    )
     bias = g.op("Unsqueeze", [bias, g.const("axes12", np.array([1, 2], np.int64))], "mask.bias4d")
 
     for i in range(config["num_hidden_layers"]):
@@ -68,18 +92,35 @@ def build_bert_encoder(weights_path: Path, config_path: Path) -> onnx.ModelProto
 
     # Mean pooling over attended tokens, then L2 normalisation (sentence-transformers modules 1 and 2).
     mask3 = g.op("Unsqueeze", [mask_f, g.const("axis2", np.array([2], np.int64))], "pool.mask")
-    summed = g.op("ReduceSum", [g.op("Mul", [x, mask3], "pool.masked"), g.const("axis1", np.array([1], np.int64))], "pool.sum", keepdims=0)
-    count = g.op("Max", [g.op("ReduceSum", [mask3, "axis1"], "pool.count", keepdims=0),
-                         g.const("min_count", np.array(1e-9, np.float32))], "pool.count_clamped")
+    summed = g.op(
+        "ReduceSum",
+        [g.op("Mul", [x, mask3], "pool.masked"), g.const("axis1", np.array([1], np.int64))],
+        "pool.sum",
+        keepdims=0,
+    )
+    count = g.op(
+        "Max",
+        [
+            g.op("ReduceSum", [mask3, "axis1"], "pool.count", keepdims=0),
+            g.const("min_count", np.array(1e-9, np.float32)),
+        ],
+        "pool.count_clamped",
+    )
     mean = g.op("Div", [summed, count], "pool.mean")
-    norm = g.op("Max", [g.op("ReduceL2", [mean], "norm.l2", axes=[-1], keepdims=1),
-                        g.const("min_norm", np.array(1e-12, np.float32))], "norm.clamped")
+    norm = g.op(
+        "Max",
+        [g.op("ReduceL2", [mean], "norm.l2", axes=[-1], keepdims=1), g.const("min_norm", np.array(1e-12, np.float32))],
+        "norm.clamped",
+    )
     g.op("Div", [mean, norm], "sentence_embedding")
 
     graph = helper.make_graph(
-        g.nodes, "all-MiniLM-L6-v2",
-        [helper.make_tensor_value_info(ids, TensorProto.INT64, ["batch", "tokens"]),
-         helper.make_tensor_value_info(mask, TensorProto.INT64, ["batch", "tokens"])],
+        g.nodes,
+        "all-MiniLM-L6-v2",
+        [
+            helper.make_tensor_value_info(ids, TensorProto.INT64, ["batch", "tokens"]),
+            helper.make_tensor_value_info(mask, TensorProto.INT64, ["batch", "tokens"]),
+        ],
         [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden])],
         initializer=g.initializers,
     )
@@ -89,8 +130,13 @@ def build_bert_encoder(weights_path: Path, config_path: Path) -> onnx.ModelProto
 
 
 def _layer_norm(g: _Graph, x: str, w: dict, key: str, name: str, eps: float) -> str:
-    return g.op("LayerNormalization", [x, g.const(name + ".gamma", w[key + ".weight"]), g.const(name + ".beta", w[key + ".bias"])],
-                name, axis=-1, epsilon=eps)
+    return g.op(
+        "LayerNormalization",
+        [x, g.const(name + ".gamma", w[key + ".weight"]), g.const(name + ".beta", w[key + ".bias"])],
+        name,
+        axis=-1,
+        epsilon=eps,
+    )
 
 
 def _linear(g: _Graph, x: str, w: dict, key: str, name: str) -> str:
@@ -113,21 +159,40 @@ def _encoder_layer(g: _Graph, x: str, bias: str, w: dict, i: int, hidden: int, h
 
     q, k, v = heads_of("query", [0, 2, 1, 3]), heads_of("key", [0, 2, 3, 1]), heads_of("value", [0, 2, 1, 3])
     scores = g.op("MatMul", [q, k], f"{dst}.scores")
-    scaled = g.op("Mul", [scores, g.const(f"{dst}.scale", np.array(1.0 / np.sqrt(head_dim), np.float32))], f"{dst}.scaled")
+    scaled = g.op(
+        "Mul", [scores, g.const(f"{dst}.scale", np.array(1.0 / np.sqrt(head_dim), np.float32))], f"{dst}.scaled"
+    )
     probs = g.op("Softmax", [g.op("Add", [scaled, bias], f"{dst}.masked")], f"{dst}.probs", axis=-1)
     context = g.op("MatMul", [probs, v], f"{dst}.context")
-    context = g.op("Reshape", [g.op("Transpose", [context], f"{dst}.context.t", perm=[0, 2, 1, 3]), merge], f"{dst}.context.merged")
+    context = g.op(
+        "Reshape", [g.op("Transpose", [context], f"{dst}.context.t", perm=[0, 2, 1, 3]), merge], f"{dst}.context.merged"
+    )
     attended = _linear(g, context, w, f"{src}.attention.output.dense", f"{dst}.attn_out")
-    x = _layer_norm(g, g.op("Add", [attended, x], f"{dst}.attn_residual"), w, f"{src}.attention.output.LayerNorm", f"{dst}.attn_norm", eps)
+    x = _layer_norm(
+        g,
+        g.op("Add", [attended, x], f"{dst}.attn_residual"),
+        w,
+        f"{src}.attention.output.LayerNorm",
+        f"{dst}.attn_norm",
+        eps,
+    )
 
     inner = _linear(g, x, w, f"{src}.intermediate.dense", f"{dst}.ffn_in")
     inner = _gelu(g, inner, f"{dst}.gelu")
     out = _linear(g, inner, w, f"{src}.output.dense", f"{dst}.ffn_out")
-    return _layer_norm(g, g.op("Add", [out, x], f"{dst}.ffn_residual"), w, f"{src}.output.LayerNorm", f"{dst}.ffn_norm", eps)
+    return _layer_norm(
+        g, g.op("Add", [out, x], f"{dst}.ffn_residual"), w, f"{src}.output.LayerNorm", f"{dst}.ffn_norm", eps
+    )
 
 
 def _gelu(g: _Graph, x: str, name: str) -> str:
     """Exact (erf) GELU, as BERT's 'gelu'; Gelu is only an ONNX op from opset 20."""
-    erf = g.op("Erf", [g.op("Mul", [x, g.const(name + ".rsqrt2", np.array(1 / np.sqrt(2), np.float32))], name + ".scaled")], name + ".erf")
+    erf = g.op(
+        "Erf",
+        [g.op("Mul", [x, g.const(name + ".rsqrt2", np.array(1 / np.sqrt(2), np.float32))], name + ".scaled")],
+        name + ".erf",
+    )
     half = g.op("Mul", [x, g.const(name + ".half", np.array(0.5, np.float32))], name + ".half_x")
-    return g.op("Mul", [half, g.op("Add", [erf, g.const(name + ".one", np.array(1.0, np.float32))], name + ".erf1")], name)
+    return g.op(
+        "Mul", [half, g.op("Add", [erf, g.const(name + ".one", np.array(1.0, np.float32))], name + ".erf1")], name
+    )

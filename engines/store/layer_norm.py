@@ -41,13 +41,25 @@ def fuse_layer_norms(model: onnx.ModelProto) -> int:
         prefix = pow_node.name or pow_node.output[0]
         new = []
         if perm is not None:
-            new.append(onnx.helper.make_node("Transpose", [source], [f"{prefix}/ln_input"], perm=perm, name=f"{prefix}/ln_transpose"))
+            new.append(
+                onnx.helper.make_node(
+                    "Transpose", [source], [f"{prefix}/ln_input"], perm=perm, name=f"{prefix}/ln_transpose"
+                )
+            )
             source = f"{prefix}/ln_input"
         if beta is None:
             beta = f"{prefix}/ln_bias"
             graph.initializer.append(numpy_helper.from_array(np.zeros_like(constants[gamma]), beta))
-        new.append(onnx.helper.make_node("LayerNormalization", [source, gamma, beta], [output], axis=-1,
-                                         epsilon=epsilon, name=f"{prefix}/LayerNormalization"))
+        new.append(
+            onnx.helper.make_node(
+                "LayerNormalization",
+                [source, gamma, beta],
+                [output],
+                axis=-1,
+                epsilon=epsilon,
+                name=f"{prefix}/LayerNormalization",
+            )
+        )
         replacements[id(nodes[-1])] = new
     kept = []
     for node in graph.node:
@@ -71,7 +83,11 @@ def _match(pow_node, producer, consumers, constants):
     if chain is None:
         return None
     variance, add_eps, sqrt, div, mul = chain
-    if _axes(variance) != [-1] or list(div.input) != [centred, sqrt.output[0]] or add_eps.input[0] != variance.output[0]:
+    if (
+        _axes(variance) != [-1]
+        or list(div.input) != [centred, sqrt.output[0]]
+        or add_eps.input[0] != variance.output[0]
+    ):
         return None
     epsilon, gamma = constants.get(add_eps.input[1]), mul.input[1]
     if epsilon is None or gamma not in constants or mul.input[0] != div.output[0]:
@@ -97,7 +113,11 @@ def _match(pow_node, producer, consumers, constants):
     wanted_axis = perm[-1] if perm is not None else -1
     rank = len(perm) if perm is not None else None
     axes = _axes(mean)
-    if axes is None or len(axes) != 1 or (axes[0] != wanted_axis and (rank is None or axes[0] % rank != wanted_axis % rank)):
+    if (
+        axes is None
+        or len(axes) != 1
+        or (axes[0] != wanted_axis and (rank is None or axes[0] % rank != wanted_axis % rank))
+    ):
         return None
     inner = {id(n) for n in nodes} | {id(sub), id(mean)}
     if any(id(c) not in inner for t in (sub.output[0], centred) for c in consumers.get(t, [])):

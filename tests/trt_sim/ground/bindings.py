@@ -52,8 +52,11 @@ def wheelhouse() -> Path:
 @functools.lru_cache(maxsize=None)
 def real_names(version: str) -> Names:
     if version.startswith("8.6"):
-        listed = {line.strip() for line in (HERE / "tensorrt-8.6.1-names.txt").read_text().splitlines()
-                  if line.strip() and not line.startswith("#")}
+        listed = {
+            line.strip()
+            for line in (HERE / "tensorrt-8.6.1-names.txt").read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        }
         return Names("NVIDIA/TensorRT v8.6.1 python/ sources", b"", listed)
     requirement, platform, python = WHEELS[version]
     wheel = _download(requirement, platform, python)
@@ -70,9 +73,27 @@ def _download(requirement: str, platform: str, python: str) -> Path:
     found = sorted(directory.glob(pattern))
     if not found:
         directory.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                        "--platform", platform, "--python-version", python, "-d", str(directory), requirement],
-                       check=True, capture_output=True, timeout=600)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--platform",
+                platform,
+                "--python-version",
+                python,
+                "-d",
+                str(directory),
+                requirement,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
         found = sorted(directory.glob(pattern))
     if not found:
         raise FileNotFoundError(f"pip did not bring {requirement} into {directory}")

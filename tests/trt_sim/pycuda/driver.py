@@ -143,7 +143,10 @@ class Stream:
 
     def __del__(self) -> None:
         if not _stack():
-            WARNINGS.append("PyCUDA WARNING: a clean-up operation failed (dead context maybe?) cuStreamDestroy failed: invalid device context")
+            WARNINGS.append(
+                "PyCUDA WARNING: a clean-up operation failed (dead context maybe?) "
+                "cuStreamDestroy failed: invalid device context"
+            )
 
     def synchronize(self) -> None:
         _require_context()
@@ -155,14 +158,14 @@ def memcpy_htod_async(dest, src: np.ndarray, stream: Stream | None = None) -> No
     buffer = _memory[int(dest)]
     if len(data) > len(buffer):
         raise LogicError("copy larger than the allocation")
-    buffer[:len(data)] = data
+    buffer[: len(data)] = data
 
 
 def memcpy_dtoh_async(dest: np.ndarray, src, stream: Stream | None = None) -> None:
     _require_context()
     buffer = _memory[int(src)]
     view = dest.reshape(-1).view(np.uint8)
-    view[:] = np.frombuffer(bytes(buffer[:view.size]), np.uint8)
+    view[:] = np.frombuffer(bytes(buffer[: view.size]), np.uint8)
 
 
 def _read(address: int, size: int) -> np.ndarray:
@@ -173,5 +176,5 @@ def _write(address: int, data: bytes) -> bool:
     buffer = _memory.get(address)
     if buffer is None or len(data) > len(buffer):
         return False
-    buffer[:len(data)] = data
+    buffer[: len(data)] = data
     return True

@@ -72,7 +72,9 @@ _PLUGINS_REGISTERED = False
 
 def _record(name: str) -> None:
     """Note a public name used from outside the simulator."""
-    if not name.startswith("_") and not sys._getframe(2).f_globals.get("__name__", "").startswith(("tensorrt", "pycuda")):
+    if not name.startswith("_") and not sys._getframe(2).f_globals.get("__name__", "").startswith(
+        ("tensorrt", "pycuda")
+    ):
         SIM.used.add(name)
 
 
@@ -89,7 +91,8 @@ class _Api(metaclass=_ApiMeta):
     def __getattribute__(self, name):
         own = type(self).__module__ != __name__ and (
             name in object.__getattribute__(self, "__dict__")
-            or any(name in vars(k) for k in type(self).__mro__ if k.__module__ != __name__))
+            or any(name in vars(k) for k in type(self).__mro__ if k.__module__ != __name__)
+        )
         if not own:
             _record(name)
         return super().__getattribute__(name)
@@ -102,6 +105,7 @@ class _RecordingModule(types.ModuleType):
 
 
 # --- logging -------------------------------------------------------------------------------------
+
 
 class ILogger(_Api):
     class Severity:
@@ -133,6 +137,7 @@ def _log(logger, severity, msg) -> None:
 
 # --- enums ---------------------------------------------------------------------------------------
 
+
 class _Enum(int):
     def __new__(cls, value, name):
         obj = int.__new__(cls, value)
@@ -149,12 +154,19 @@ def _enum(class_name: str, names: dict[str, int]):
 
 
 if MAJOR >= 11:
-    NetworkDefinitionCreationFlag = _enum("NetworkDefinitionCreationFlag", {"STRONGLY_TYPED": 0, "PREFER_AOT_PYTHON_PLUGINS": 1})
+    NetworkDefinitionCreationFlag = _enum(
+        "NetworkDefinitionCreationFlag", {"STRONGLY_TYPED": 0, "PREFER_AOT_PYTHON_PLUGINS": 1}
+    )
     BuilderFlag = _enum("BuilderFlag", {"DEBUG": 0, "GPU_FALLBACK": 1, "REFIT": 2, "DISABLE_TIMING_CACHE": 3})
 else:
-    NetworkDefinitionCreationFlag = _enum("NetworkDefinitionCreationFlag", {"EXPLICIT_BATCH": 0, "STRONGLY_TYPED": 1} if MAJOR >= 10 else {"EXPLICIT_BATCH": 0, "EXPLICIT_PRECISION": 1})
-    BuilderFlag = _enum("BuilderFlag", {"FP16": 0, "INT8": 1, "DEBUG": 2, "GPU_FALLBACK": 3, "REFIT": 5,
-                                        "OBEY_PRECISION_CONSTRAINTS": 11})
+    NetworkDefinitionCreationFlag = _enum(
+        "NetworkDefinitionCreationFlag",
+        {"EXPLICIT_BATCH": 0, "STRONGLY_TYPED": 1} if MAJOR >= 10 else {"EXPLICIT_BATCH": 0, "EXPLICIT_PRECISION": 1},
+    )
+    BuilderFlag = _enum(
+        "BuilderFlag",
+        {"FP16": 0, "INT8": 1, "DEBUG": 2, "GPU_FALLBACK": 3, "REFIT": 5, "OBEY_PRECISION_CONSTRAINTS": 11},
+    )
 OnnxParserFlag = _enum("OnnxParserFlag", {"NATIVE_INSTANCENORM": 0})
 
 MemoryPoolType = _enum("MemoryPoolType", {"WORKSPACE": 0, "DLA_MANAGED_SRAM": 1})
@@ -162,13 +174,21 @@ ProfilingVerbosity = _enum("ProfilingVerbosity", {"LAYER_NAMES_ONLY": 0, "NONE":
 DeviceType = _enum("DeviceType", {"GPU": 0, "DLA": 1})
 TensorIOMode = _enum("TensorIOMode", {"NONE": 0, "INPUT": 1, "OUTPUT": 2})
 LayerInformationFormat = _enum("LayerInformationFormat", {"ONELINE": 0, "JSON": 1})
-DataType = _enum("DataType", {"FLOAT": 0, "HALF": 1, "INT8": 2, "INT32": 3, "BOOL": 4, "UINT8": 5,
-                              **({"INT64": 8} if MAJOR >= 10 else {})})  # 8.6 has no INT64
+DataType = _enum(
+    "DataType",
+    {"FLOAT": 0, "HALF": 1, "INT8": 2, "INT32": 3, "BOOL": 4, "UINT8": 5, **({"INT64": 8} if MAJOR >= 10 else {})},
+)  # 8.6 has no INT64
 
 float32, float16, int8, int32 = DataType.FLOAT, DataType.HALF, DataType.INT8, DataType.INT32
 
-_NUMPY = {int(DataType.FLOAT): np.float32, int(DataType.HALF): np.float16, int(DataType.INT8): np.int8,
-          int(DataType.INT32): np.int32, int(DataType.BOOL): np.bool_, int(DataType.UINT8): np.uint8}
+_NUMPY = {
+    int(DataType.FLOAT): np.float32,
+    int(DataType.HALF): np.float16,
+    int(DataType.INT8): np.int8,
+    int(DataType.INT32): np.int32,
+    int(DataType.BOOL): np.bool_,
+    int(DataType.UINT8): np.uint8,
+}
 if MAJOR >= 10:
     _NUMPY[int(DataType.INT64)] = np.int64
 
@@ -202,6 +222,7 @@ class IHostMemory(bytes):
 # --- calibrators (8.6 and 10.x only) --------------------------------------------------------------
 
 if MAJOR < 11:
+
     class IInt8Calibrator(_Api):
         _ALGORITHM = ""
 
@@ -235,6 +256,7 @@ def cache_version_number() -> int:
 
 # --- network, parser, profiles, config ------------------------------------------------------------
 
+
 class ITensor(_Api):
     def __init__(self, name, shape, dtype, is_network_output: bool = False) -> None:
         self.name, self.shape, self.dtype = name, tuple(shape), dtype
@@ -253,6 +275,7 @@ class ILayer(_Api):
         return self._outputs[index]
 
     if MAJOR < 11:  # strongly typed 11.x has no layer precisions
+
         @property
         def precision(self):
             return self._precision
@@ -310,8 +333,15 @@ class ParserError(_Api):
         return f"In node -1 (parseGraph): INVALID_GRAPH: {self._desc}"
 
 
-_ONNX_TO_TRT = {1: DataType.FLOAT, 10: DataType.HALF, 3: DataType.INT8, 6: DataType.INT32, 9: DataType.BOOL,
-                2: DataType.UINT8, 7: DataType.INT64 if MAJOR >= 10 else DataType.INT32}
+_ONNX_TO_TRT = {
+    1: DataType.FLOAT,
+    10: DataType.HALF,
+    3: DataType.INT8,
+    6: DataType.INT32,
+    9: DataType.BOOL,
+    2: DataType.UINT8,
+    7: DataType.INT64 if MAJOR >= 10 else DataType.INT32,
+}
 
 
 def _operator_table() -> dict:
@@ -320,8 +350,18 @@ def _operator_table() -> dict:
     return json.loads(_OPERATORS.read_text())["releases"][release]["ops"]
 
 
-_ONNX_TYPE_NAMES = {1: "FP32", 10: "FP16", 3: "INT8", 6: "INT32", 7: "INT64", 2: "UINT8", 9: "BOOL", 16: "BF16",
-                    17: "FP8", 22: "INT4"}
+_ONNX_TYPE_NAMES = {
+    1: "FP32",
+    10: "FP16",
+    3: "INT8",
+    6: "INT32",
+    7: "INT64",
+    2: "UINT8",
+    9: "BOOL",
+    16: "BF16",
+    17: "FP8",
+    22: "INT4",
+}
 
 
 class OnnxParser(_Api):
@@ -371,18 +411,27 @@ class OnnxParser(_Api):
             # 8.6 has no INT64: its parser casts INT64 inputs down to INT32 (operators.md, 8.6-GA)
             self.network.inputs.append(ITensor(value.name, dims, dtype))
         for value in proto.graph.output:
-            self.network.outputs.append(ITensor(value.name, [], _ONNX_TO_TRT.get(value.type.tensor_type.elem_type, DataType.FLOAT)))
+            self.network.outputs.append(
+                ITensor(value.name, [], _ONNX_TO_TRT.get(value.type.tensor_type.elem_type, DataType.FLOAT))
+            )
         self.network.onnx = bytes(model)
         self.network.op_types = [n.op_type for n in proto.graph.node]
         network_outputs = {o.name for o in proto.graph.output}
-        self.network._layers = [ILayer(n.name or n.output[0], n.op_type,
-                                       [ITensor(o, [], DataType.FLOAT, o in network_outputs) for o in n.output])
-                                for n in proto.graph.node]
+        self.network._layers = [
+            ILayer(
+                n.name or n.output[0],
+                n.op_type,
+                [ITensor(o, [], DataType.FLOAT, o in network_outputs) for o in n.output],
+            )
+            for n in proto.graph.node
+        ]
         self.network._node_io = {n.name or n.output[0]: (list(n.input), list(n.output)) for n in proto.graph.node}
         native = MAJOR >= 10 or int(OnnxParserFlag.NATIVE_INSTANCENORM) in self._flags
         if "InstanceNormalization" in self.network.op_types and not native:
             self.network._plugins = ["InstanceNormalization_TRT"]  # 8.6's default import
-        self.network.tensor_names = {t for n in proto.graph.node for t in n.output} | {i.name for i in self.network.inputs}
+        self.network.tensor_names = {t for n in proto.graph.node for t in n.output} | {
+            i.name for i in self.network.inputs
+        }
         self.network.has_qdq = any(op in ("QuantizeLinear", "DequantizeLinear") for op in self.network.op_types)
         return True
 
@@ -394,19 +443,27 @@ class OnnxParser(_Api):
         for node in proto.graph.node:
             row = table.get(node.op_type)
             if row is None or not row["supported"]:
-                return f"In node {node.name} ({node.op_type}): UNSUPPORTED_NODE: No importer registered for op: {node.op_type}"
+                return (
+                    f"In node {node.name} ({node.op_type}): UNSUPPORTED_NODE: "
+                    f"No importer registered for op: {node.op_type}"
+                )
             if node.op_type == "DequantizeLinear" and node.input[0] in types:
                 kind = _ONNX_TYPE_NAMES.get(types[node.input[0]], str(types[node.input[0]]))
                 if kind not in row["types"]:
-                    return f"In node {node.name} (DequantizeLinear): INVALID_NODE: input of type {kind}; supported: {row['types']}"
+                    return (
+                        f"In node {node.name} (DequantizeLinear): INVALID_NODE: "
+                        f"input of type {kind}; supported: {row['types']}"
+                    )
             if node.op_type == "If" and node.input[0] not in constants:
                 ranks = []
                 for attribute in node.attribute:
                     if attribute.name in ("then_branch", "else_branch"):
                         ranks.append(tuple(len(o.type.tensor_type.shape.dim) for o in attribute.g.output))
                 if len(set(ranks)) > 1:
-                    return (f"In node {node.name} (If): UNSUPPORTED_NODE: the branches' outputs must have the same rank "
-                            f"(got {ranks[0]} and {ranks[1]}) unless the condition is a build-time constant")
+                    return (
+                        f"In node {node.name} (If): UNSUPPORTED_NODE: the branches' outputs must have the same rank "
+                        f"(got {ranks[0]} and {ranks[1]}) unless the condition is a build-time constant"
+                    )
         return None
 
 
@@ -416,7 +473,11 @@ class IOptimizationProfile(_Api):
 
     def set_shape(self, name, min, opt, max) -> None:  # noqa: A002 - NVIDIA's parameter names
         low, mid, high = tuple(min), tuple(opt), tuple(max)
-        if not (len(low) == len(mid) == len(high)) or any(a > b for a, b in zip(low, mid)) or any(a > b for a, b in zip(mid, high)):
+        if (
+            not (len(low) == len(mid) == len(high))
+            or any(a > b for a, b in zip(low, mid))
+            or any(a > b for a, b in zip(mid, high))
+        ):
             raise RuntimeError(f"Inconsistent shapes for {name}: min {low} opt {mid} max {high}")
         self.shapes[name] = (low, mid, high)
 
@@ -479,6 +540,7 @@ class IBuilderConfig(_Api):
         self._optimization_level = int(level)
 
     if MAJOR < 11:
+
         @property
         def int8_calibrator(self):
             return self._calibrator
@@ -516,8 +578,24 @@ class IBuilderConfig(_Api):
 
 # --- builder -------------------------------------------------------------------------------------
 
-_DLA_OPS = {"Conv", "Relu", "Add", "Mul", "MaxPool", "AveragePool", "Concat", "Sigmoid", "Pad", "Reshape",
-            "Transpose", "BatchNormalization", "PRelu", "Clip", "QuantizeLinear", "DequantizeLinear"}
+_DLA_OPS = {
+    "Conv",
+    "Relu",
+    "Add",
+    "Mul",
+    "MaxPool",
+    "AveragePool",
+    "Concat",
+    "Sigmoid",
+    "Pad",
+    "Reshape",
+    "Transpose",
+    "BatchNormalization",
+    "PRelu",
+    "Clip",
+    "QuantizeLinear",
+    "DequantizeLinear",
+}
 
 
 def _dla_cores() -> int:
@@ -531,6 +609,7 @@ class Builder(_Api):
         SIM.builders += 1  # its kernel library stays loaded for the life of the process
 
     if MAJOR < 11:
+
         @property
         def platform_has_fast_int8(self) -> bool:
             return True
@@ -561,7 +640,12 @@ class Builder(_Api):
         profile = config.profiles[0] if config.profiles else None
         for tensor in network.inputs:
             if -1 in tensor.shape and (profile is None or tensor.name not in profile.shapes):
-                _log(self.logger, ILogger.ERROR, f"Network has dynamic or shape inputs, but no optimization profile has been defined ({tensor.name})")
+                _log(
+                    self.logger,
+                    ILogger.ERROR,
+                    "Network has dynamic or shape inputs, "
+                    f"but no optimization profile has been defined ({tensor.name})",
+                )
                 return None
         precision, int8_scales = "fp32", {}
         if MAJOR < 11 and config.get_flag(BuilderFlag.FP16):
@@ -591,14 +675,19 @@ class Builder(_Api):
         if config.get_timing_cache() is not None:
             config.get_timing_cache().entries[hashlib.sha256(network.onnx).hexdigest()[:16]] = precision
         header = {
-            "plugins": network._plugins, "fp16_layers": self._fp16_layers(network, config, int8_scales),
-            "version": __version__, "gpu": GPU, "precision": precision, "int8_tensors": sorted(int8_scales),
+            "plugins": network._plugins,
+            "fp16_layers": self._fp16_layers(network, config, int8_scales),
+            "version": __version__,
+            "gpu": GPU,
+            "precision": precision,
+            "int8_tensors": sorted(int8_scales),
             "fp_tensors": sorted(network.tensor_names - set(int8_scales)) if int8_scales else [],
             "inputs": [[t.name, list(t.shape), int(t.dtype)] for t in network.inputs],
             "outputs": [[t.name, int(t.dtype)] for t in network.outputs],
             "profile": {k: [list(s) for s in v] for k, v in (profile.shapes.items() if profile else [])},
             "dla_core": config.DLA_core if config.default_device_type == DeviceType.DLA else None,
-            "dla_gpu_layers": dla_gpu_layers, "layers": network.op_types,
+            "dla_gpu_layers": dla_gpu_layers,
+            "layers": network.op_types,
         }
         blob = json.dumps(header).encode()
         return IHostMemory(MAGIC + struct.pack("<I", len(blob)) + blob + network.onnx)
@@ -635,7 +724,11 @@ class Builder(_Api):
             header = text.split("\n", 1)[0]
             if header == expected:
                 return _parse_cache(text)
-            _log(self.logger, ILogger.WARNING, f"Calibration cache header {header!r} does not match {expected!r}: ignoring the cache")
+            _log(
+                self.logger,
+                ILogger.WARNING,
+                f"Calibration cache header {header!r} does not match {expected!r}: ignoring the cache",
+            )
         # No usable cache: TensorRT calibrates, asking for data.
         names = [t.name for t in network.inputs]
         batch = _callback(self.logger, calibrator, "get_batch", names)
@@ -656,6 +749,7 @@ def _parse_cache(text: str) -> dict[str, float]:
 
 # --- runtime and execution ----------------------------------------------------------------------
 
+
 class Runtime(_Api):
     def __init__(self, logger) -> None:
         self.logger = logger
@@ -665,23 +759,39 @@ class Runtime(_Api):
     def deserialize_cuda_engine(self, data):
         data = bytes(data)
         if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 4:
-            _log(self.logger, ILogger.ERROR, "1: [runtime.cpp::parsePlan] Error Code 1: Serialization (Serialization assertion magicTagRead == kMAGIC_TAG failed.)")
+            _log(
+                self.logger,
+                ILogger.ERROR,
+                "1: [runtime.cpp::parsePlan] Error Code 1: Serialization "
+                "(Serialization assertion magicTagRead == kMAGIC_TAG failed.)",
+            )
             return None
-        size = struct.unpack("<I", data[len(MAGIC):len(MAGIC) + 4])[0]
+        size = struct.unpack("<I", data[len(MAGIC) : len(MAGIC) + 4])[0]
         try:
-            header = json.loads(data[len(MAGIC) + 4:len(MAGIC) + 4 + size])
+            header = json.loads(data[len(MAGIC) + 4 : len(MAGIC) + 4 + size])
         except ValueError:
             _log(self.logger, ILogger.ERROR, "Serialization: the engine plan is corrupt")
             return None
-        onnx_bytes = data[len(MAGIC) + 4 + size:]
+        onnx_bytes = data[len(MAGIC) + 4 + size :]
         if header["version"] != __version__:
-            _log(self.logger, ILogger.ERROR, f"The engine plan file is not compatible with this version of TensorRT, expecting library version {__version__} got {header['version']}")
+            _log(
+                self.logger,
+                ILogger.ERROR,
+                "The engine plan file is not compatible with this version of TensorRT, "
+                f"expecting library version {__version__} got {header['version']}",
+            )
             return None
         if header["gpu"] != GPU:
-            _log(self.logger, ILogger.ERROR, f"The engine plan file is generated on an incompatible device ({header['gpu']})")
+            _log(
+                self.logger,
+                ILogger.ERROR,
+                f"The engine plan file is generated on an incompatible device ({header['gpu']})",
+            )
             return None
         if header["plugins"] and not _PLUGINS_REGISTERED:
-            _log(self.logger, ILogger.ERROR, f"getPluginCreator could not find plugin: {header['plugins'][0]} version: 1")
+            _log(
+                self.logger, ILogger.ERROR, f"getPluginCreator could not find plugin: {header['plugins'][0]} version: 1"
+            )
             return None
         try:
             import onnx
@@ -699,8 +809,16 @@ class EngineInspector(_Api):  # pyCore.cpp binds IEngineInspector as "EngineInsp
 
     def get_engine_information(self, fmt) -> str:
         header = self.engine.header
-        layers = [{"Name": f"{{ForeignNode[{'+'.join(header['layers'][:3])}...]}}"}] if header["dla_core"] is not None else []
-        layers += [{"Name": op, "Device": "GPU"} for op in header["dla_gpu_layers"]] if header["dla_core"] is not None else [{"Name": op} for op in header["layers"]]
+        layers = (
+            [{"Name": f"{{ForeignNode[{'+'.join(header['layers'][:3])}...]}}"}]
+            if header["dla_core"] is not None
+            else []
+        )
+        layers += (
+            [{"Name": op, "Device": "GPU"} for op in header["dla_gpu_layers"]]
+            if header["dla_core"] is not None
+            else [{"Name": op} for op in header["layers"]]
+        )
         return json.dumps({"Layers": layers})
 
 
@@ -727,6 +845,7 @@ class ICudaEngine(_Api):
         return len(self.header["layers"])
 
     if MAJOR < 10:
+
         @property
         def num_bindings(self) -> int:
             return len(self._names)
@@ -735,7 +854,13 @@ class ICudaEngine(_Api):
         return self._names[index]
 
     def get_tensor_mode(self, name: str):
-        return TensorIOMode.INPUT if name in self._inputs else TensorIOMode.OUTPUT if name in self._outputs else TensorIOMode.NONE
+        return (
+            TensorIOMode.INPUT
+            if name in self._inputs
+            else TensorIOMode.OUTPUT
+            if name in self._outputs
+            else TensorIOMode.NONE
+        )
 
     def get_tensor_dtype(self, name: str):
         return DataType.__dict__[_dtype_name(self._inputs[name][1] if name in self._inputs else self._outputs[name])]
