@@ -54,58 +54,78 @@ class EndpointSettings:
     hangover_ms: int  # silence this long ends it (without an end-of-turn verdict)
     pre_roll_ms: int  # audio kept from before the speech start
     max_utterance_s: float  # a longer utterance is cut here
-    end_of_turn: bool = False  # judge each pause with the end-of-turn model
-    end_of_turn_threshold: float = 0.5  # its probability from which the visitor has finished
-    min_hangover_ms: int = 200  # silence that ends an utterance judged finished
-    max_hangover_ms: int = 1200  # silence that ends an utterance judged unfinished
-    wait_after_open_words: bool = False  # a pause after "the", "to", "if"... waits max_hangover_ms
-    end_on_known_question: bool = False  # a pause after a question the robot is sure of waits min_hangover_ms
-    known_question_threshold: float = 0.7  # how sure: the dialogue's similarity, at least [dialogue] confident_threshold
-    rejoin_within_ms: int = 0  # speech starting this soon after an utterance's end may go on with it (0: never)
-    min_level_over_floor_db: float = 0.0  # speech must be this much louder than the noise floor (0: off)
-    array_level_over_floor_db: float = 0.0  # the same, when the microphone is an array's beam
-    level_hysteresis_db: float = 0.0  # once an utterance has started, a frame goes on with it at this much less
-    array_level_hysteresis_db: float = 0.0  # the same, when the microphone is an array's beam
-    array_min_on_axis_db: float = -30.0  # with an array, speech must hold this much of its level in the beam
-    quiet_hangover_ms: int = 0  # hangover_ms where the visitor stands quiet_over_floor_db over the floor (0: off)
-    quiet_over_floor_db: float = 30.0  # the utterance's loudest tenth this far over the floor: a quiet room
+    end_of_turn: bool  # judge each pause with the end-of-turn model
+    end_of_turn_threshold: float  # its probability from which the visitor has finished
+    min_hangover_ms: int  # silence that ends an utterance judged finished
+    max_hangover_ms: int  # silence that ends an utterance judged unfinished
+    wait_after_open_words: bool  # a pause after "the", "to", "if"... waits max_hangover_ms
+    end_on_known_question: bool  # a pause after a question the robot is sure of waits min_hangover_ms
+    known_question_threshold: float  # how sure: the dialogue's similarity, at least [dialogue] confident_threshold
+    rejoin_within_ms: int  # speech starting this soon after an utterance's end may go on with it (0: never)
+    min_level_over_floor_db: float  # speech must be this much louder than the noise floor (0: off)
+    array_level_over_floor_db: float  # the same, when the microphone is an array's beam
+    level_hysteresis_db: float  # once an utterance has started, a frame goes on with it at this much less
+    array_level_hysteresis_db: float  # the same, when the microphone is an array's beam
+    array_min_on_axis_db: float  # with an array, speech must hold this much of its level in the beam
+    quiet_hangover_ms: int  # hangover_ms where the visitor stands quiet_over_floor_db over the floor (0: off)
+    quiet_over_floor_db: float  # the utterance's loudest tenth this far over the floor: a quiet room
 
     def __post_init__(self) -> None:
         if not 0 < self.vad_threshold < 1:
             raise ValueError(f"vad_threshold must be between 0 and 1, got {self.vad_threshold}")
-        for key in ("onset_ms", "hangover_ms", "pre_roll_ms", "min_hangover_ms", "max_hangover_ms", "rejoin_within_ms",
-                    "quiet_hangover_ms"):
+        for key in (
+            "onset_ms",
+            "hangover_ms",
+            "pre_roll_ms",
+            "min_hangover_ms",
+            "max_hangover_ms",
+            "rejoin_within_ms",
+            "quiet_hangover_ms",
+        ):
             if not 0 <= getattr(self, key) <= 5000:
                 raise ValueError(f"{key} must be between 0 and 5000 ms, got {getattr(self, key)}")
         if not self.min_hangover_ms <= self.hangover_ms <= self.max_hangover_ms:
-            raise ValueError(f"min_hangover_ms <= hangover_ms <= max_hangover_ms must hold, got {self.min_hangover_ms}, "
-                             f"{self.hangover_ms}, {self.max_hangover_ms}")
+            raise ValueError(
+                f"min_hangover_ms <= hangover_ms <= max_hangover_ms must hold, got {self.min_hangover_ms}, "
+                f"{self.hangover_ms}, {self.max_hangover_ms}"
+            )
         if self.quiet_hangover_ms and not self.min_hangover_ms <= self.quiet_hangover_ms <= self.hangover_ms:
-            raise ValueError(f"quiet_hangover_ms must be 0 (off) or between min_hangover_ms and hangover_ms "
-                             f"({self.min_hangover_ms}-{self.hangover_ms}), got {self.quiet_hangover_ms}")
+            raise ValueError(
+                f"quiet_hangover_ms must be 0 (off) or between min_hangover_ms and hangover_ms "
+                f"({self.min_hangover_ms}-{self.hangover_ms}), got {self.quiet_hangover_ms}"
+            )
         if not 0 <= self.quiet_over_floor_db <= 100:
             raise ValueError(f"quiet_over_floor_db must be between 0 and 100 dB, got {self.quiet_over_floor_db}")
         if not 0 < self.known_question_threshold < 1:
             raise ValueError(f"known_question_threshold must be between 0 and 1, got {self.known_question_threshold}")
         if not 0 < self.end_of_turn_threshold < 1:
             raise ValueError(f"end_of_turn_threshold must be between 0 and 1, got {self.end_of_turn_threshold}")
-        for key, hysteresis in (("min_level_over_floor_db", "level_hysteresis_db"),
-                                ("array_level_over_floor_db", "array_level_hysteresis_db")):
+        for key, hysteresis in (
+            ("min_level_over_floor_db", "level_hysteresis_db"),
+            ("array_level_over_floor_db", "array_level_hysteresis_db"),
+        ):
             if not 0 <= getattr(self, key) <= 30:
                 raise ValueError(f"{key} must be between 0 and 30 dB, got {getattr(self, key)}")
             if not 0 <= getattr(self, hysteresis) <= getattr(self, key):
-                raise ValueError(f"{hysteresis} must be between 0 and {key} ({getattr(self, key):g} dB), "
-                                 f"got {getattr(self, hysteresis)}")
+                raise ValueError(
+                    f"{hysteresis} must be between 0 and {key} ({getattr(self, key):g} dB), "
+                    f"got {getattr(self, hysteresis)}"
+                )
         if not -30 <= self.array_min_on_axis_db <= 0:
-            raise ValueError(f"array_min_on_axis_db must be between -30 (any direction) and 0 dB, got {self.array_min_on_axis_db}")
+            raise ValueError(
+                f"array_min_on_axis_db must be between -30 (any direction) and 0 dB, got {self.array_min_on_axis_db}"
+            )
         if not 1 <= self.max_utterance_s <= 60:
             raise ValueError(f"max_utterance_s must be between 1 and 60 s, got {self.max_utterance_s}")
 
     def through_array(self) -> "EndpointSettings":
         """The endpointing of an array's beam: a hall's talk through it is less even than at one
         microphone (the beam takes out some talkers more than others), so it has its own margins."""
-        return dataclasses.replace(self, min_level_over_floor_db=self.array_level_over_floor_db,
-                                   level_hysteresis_db=self.array_level_hysteresis_db)
+        return dataclasses.replace(
+            self,
+            min_level_over_floor_db=self.array_level_over_floor_db,
+            level_hysteresis_db=self.array_level_hysteresis_db,
+        )
 
     def frames(self, ms: float) -> int:
         return max(1, round(ms / 1000 * SPEECH_RATE / FRAME))
@@ -123,8 +143,10 @@ class DialogueSettings:
         if not 0 < self.threshold < 1:
             raise ValueError(f"threshold must be between 0 and 1, got {self.threshold}")
         if not self.threshold <= self.confident_threshold < 1:
-            raise ValueError(f"confident_threshold must be at least threshold ({self.threshold}) and below 1, "
-                             f"got {self.confident_threshold}; equal to threshold turns asking back off")
+            raise ValueError(
+                f"confident_threshold must be at least threshold ({self.threshold}) and below 1, "
+                f"got {self.confident_threshold}; equal to threshold turns asking back off"
+            )
 
 
 def _check_url(url: str) -> None:
@@ -198,7 +220,7 @@ def bgr(hex_colour: str) -> tuple[int, int, int]:
     value = hex_colour.lstrip("#")
     if len(value) != 6:
         raise ValueError(f"colour {hex_colour!r} is not #rrggbb")
-    r, g, b = (int(value[i:i + 2], 16) for i in (0, 2, 4))
+    r, g, b = (int(value[i : i + 2], 16) for i in (0, 2, 4))
     return b, g, r
 
 
@@ -228,7 +250,10 @@ class AvatarSettings:
         if self.style not in ("cartoon", "portrait"):
             raise ValueError(f"style must be cartoon or portrait, got {self.style!r}")
         if self.style == "portrait" and not self.portrait:
-            raise ValueError("style \"portrait\" needs portrait = the path of a frontal photo (check it with `orin-avatar avatar check`)")
+            raise ValueError(
+                'style "portrait" needs portrait = the path of a frontal photo '
+                "(check it with `orin-avatar avatar check`)"
+            )
         if not (160 <= self.width <= 7680 and 120 <= self.height <= 4320):
             raise ValueError(f"width and height must be between 160x120 and 7680x4320, got {self.width}x{self.height}")
         if not 1 <= self.fps <= 120:
@@ -259,7 +284,9 @@ class AudioSettings:
         if any(type(c) is not int or c < 0 for c in channels) or len(set(channels)) != len(channels):
             raise ValueError(f"array_channels must list distinct capture channels (0 or more), got {list(channels)}")
         if len(channels) == 1:
-            raise ValueError(f"array_channels must list 2 or more microphones, or none (one microphone), got {list(channels)}")
+            raise ValueError(
+                f"array_channels must list 2 or more microphones, or none (one microphone), got {list(channels)}"
+            )
         if channels and not 5 <= self.array_radius_mm <= 500:
             raise ValueError(f"array_radius_mm must be between 5 and 500 mm, got {self.array_radius_mm}")
         object.__setattr__(self, "array_channels", channels)  # frozen: a tuple, not the TOML's list
@@ -325,16 +352,22 @@ class BargeInSettings:
 
     def __post_init__(self) -> None:
         if not FRAME * 1000 // SPEECH_RATE <= self.min_speech_ms <= 2000:
-            raise ValueError(f"min_speech_ms must be between {FRAME * 1000 // SPEECH_RATE} and 2000 ms, got {self.min_speech_ms}")
+            raise ValueError(
+                f"min_speech_ms must be between {FRAME * 1000 // SPEECH_RATE} and 2000 ms, got {self.min_speech_ms}"
+            )
         if not 0 <= self.speech_over_room_db <= 20:
-            raise ValueError(f"speech_over_room_db must be between 0 (any level) and 20 dB, got {self.speech_over_room_db}")
+            raise ValueError(
+                f"speech_over_room_db must be between 0 (any level) and 20 dB, got {self.speech_over_room_db}"
+            )
         if self.sound_onset_db != 0 and not 6 <= self.sound_onset_db <= 40:
             raise ValueError(f"sound_onset_db must be 0 (off) or between 6 and 40 dB, got {self.sound_onset_db}")
         if not 0 <= self.min_question_ms <= 5000:
             raise ValueError(f"min_question_ms must be between 0 and 5000 ms, got {self.min_question_ms}")
         if not self.min_question_ms <= self.sure_question_ms <= 5000:
-            raise ValueError(f"sure_question_ms must be between min_question_ms ({self.min_question_ms}) and 5000 ms, "
-                             f"got {self.sure_question_ms}")
+            raise ValueError(
+                f"sure_question_ms must be between min_question_ms ({self.min_question_ms}) and 5000 ms, "
+                f"got {self.sure_question_ms}"
+            )
         if not 0 <= self.hold_hangover_ms <= 3000:
             raise ValueError(f"hold_hangover_ms must be between 0 and 3000 ms, got {self.hold_hangover_ms}")
         if self.echo_canceller not in ECHO_CANCELLERS:
@@ -342,7 +375,9 @@ class BargeInSettings:
         if not 52 <= self.echo_tail_ms <= 500 or self.echo_tail_ms % 4:
             raise ValueError(f"echo_tail_ms must be a multiple of 4 between 52 and 500 ms, got {self.echo_tail_ms}")
         if len(self.startup_phrase) > 200 or not self.startup_phrase.isprintable():
-            raise ValueError(f"startup_phrase must be one line of at most 200 characters, got {self.startup_phrase[:40]!r}...")
+            raise ValueError(
+                f"startup_phrase must be one line of at most 200 characters, got {self.startup_phrase[:40]!r}..."
+            )
 
 
 ECHO_CANCELLERS = ("webrtc", "none")
@@ -381,15 +416,19 @@ def load_settings(path: Path | None = None) -> Settings:
                 merged[section][key] = value
     settings = Settings(**{name: _build(user or DEFAULT_FILE, name, merged[name]) for name in _CLASSES})
     if settings.llm.knowledge_threshold <= settings.dialogue.threshold:
-        raise SettingsError(f"{user or DEFAULT_FILE}: [llm] knowledge_threshold ({settings.llm.knowledge_threshold}) must be "
-                            f"above [dialogue] threshold ({settings.dialogue.threshold})")
+        raise SettingsError(
+            f"{user or DEFAULT_FILE}: [llm] knowledge_threshold ({settings.llm.knowledge_threshold}) must be "
+            f"above [dialogue] threshold ({settings.dialogue.threshold})"
+        )
     return settings
 
 
 def _read(path: Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
-        raise SettingsError(f"settings file {path} {'does not exist' if not path.exists() else 'is not a regular file'}")
+        raise SettingsError(
+            f"settings file {path} {'does not exist' if not path.exists() else 'is not a regular file'}"
+        )
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:

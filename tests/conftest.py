@@ -74,18 +74,50 @@ def text_encoder(store):
 
 # One directions example is the nearest in words to a question about access ("Is there a lift for
 # strollers and wheelchairs?"), two of accessibility's the nearer on average: the dialogue's ranking rule.
-LIFTS = {"directions": ("Where are the lifts?", "How do I get to the second floor?", "Which way to the exit?"),
-         "accessibility": ("Is the building wheelchair accessible?", "Do you have a ramp?", "Can I borrow a wheelchair?")}
+LIFTS = {
+    "directions": ("Where are the lifts?", "How do I get to the second floor?", "Which way to the exit?"),
+    "accessibility": ("Is the building wheelchair accessible?", "Do you have a ramp?", "Can I borrow a wheelchair?"),
+}
 
 
 def knowledge_file(path: Path, intents: dict[str, tuple[str, ...]]) -> Path:
     """A knowledge base TOML with `intents` (name -> examples), each answered with a sentence of its own."""
-    path.write_text("".join(f'[[intent]]\nname = "{name}"\nexamples = {json.dumps(list(examples))}\n'
-                            f'answer = "This is about {name}."\n' for name, examples in intents.items()))
+    path.write_text(
+        "".join(
+            f'[[intent]]\nname = "{name}"\nexamples = {json.dumps(list(examples))}\nanswer = "This is about {name}."\n'
+            for name, examples in intents.items()
+        )
+    )
     return path
 
 
-ENDPOINT = EndpointSettings(vad_threshold=0.5, onset_ms=64, hangover_ms=400, pre_roll_ms=256, max_utterance_s=15.0)
+# The endpointer's rules over the bare hangover, all off: each test turns on what it tests. The product's
+# defaults are device/default.toml's alone (tests/test_settings_defaults.py).
+RULES_OFF = dict(
+    end_of_turn=False,
+    end_of_turn_threshold=0.5,
+    min_hangover_ms=200,
+    max_hangover_ms=1200,
+    wait_after_open_words=False,
+    end_on_known_question=False,
+    known_question_threshold=0.7,
+    rejoin_within_ms=0,
+    min_level_over_floor_db=0.0,
+    array_level_over_floor_db=0.0,
+    level_hysteresis_db=0.0,
+    array_level_hysteresis_db=0.0,
+    array_min_on_axis_db=-30.0,
+    quiet_hangover_ms=0,
+    quiet_over_floor_db=30.0,
+)
+
+
+def endpoint_settings(**given) -> EndpointSettings:
+    """Endpoint settings for a test: `given`, and RULES_OFF for the rest."""
+    return EndpointSettings(**(RULES_OFF | given))
+
+
+ENDPOINT = endpoint_settings(vad_threshold=0.5, onset_ms=64, hangover_ms=400, pre_roll_ms=256, max_utterance_s=15.0)
 
 
 @pytest.fixture
@@ -93,8 +125,12 @@ def make_conversation(vad, asr, text_encoder, tts):
     """Conversations over the session's models, answering into a recording speaker; closed after the test."""
     made = []
 
-    def make(realtime_speaker: bool = False, endpoint: EndpointSettings = ENDPOINT, end_of_turn=None,
-             dialogue: Dialogue | None = None) -> Conversation:
+    def make(
+        realtime_speaker: bool = False,
+        endpoint: EndpointSettings = ENDPOINT,
+        end_of_turn=None,
+        dialogue: Dialogue | None = None,
+    ) -> Conversation:
         dialogue = dialogue or Dialogue(text_encoder, load_knowledge(), load_settings().dialogue)
         speaker = RecordingSpeaker(tts.sample_rate, realtime=realtime_speaker)
         conversation = Conversation(vad, asr, dialogue, SpeechOut(tts), speaker, endpoint, end_of_turn=end_of_turn)
@@ -153,15 +189,22 @@ def visitor_clip(path, seconds_without: float, seconds_with: float, seconds_afte
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "device", *args], capture_output=True, text=True,
-                          cwd=REPO, env={**os.environ, **(env or {})}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "device", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+    )
 
 
 # --- TensorRT through the simulator (tests/trt_sim) ----------------------------------------------
 
 SIM_PATH = str(REPO / "tests" / "trt_sim")
-SETTINGS = EngineSettings(enabled=True, precision="auto", dla_core=-1, workspace_mb=256, optimization_level=1,
-                          build_timeout_s=120)
+SETTINGS = EngineSettings(
+    enabled=True, precision="auto", dla_core=-1, workspace_mb=256, optimization_level=1, build_timeout_s=120
+)
 
 
 def unload_tensorrt() -> None:

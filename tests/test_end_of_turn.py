@@ -10,18 +10,28 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from engines.model_specs import MODELS
+from engines.store.pins import WHEELS
+
 from device.bench.pauses import PAUSES_MS, evaluate, load_cases
-from device.conversation.endpointer import SPECULATE_AFTER_MS, EndpointSettings
+from device.conversation.endpointer import SPECULATE_AFTER_MS
 from device.conversation.pause_words import OPEN_WORDS
 from device.conversation.report import turn_report
 from device.conversation.visit import Question, bundled_questions, play_visit
 from device.models import catalog
 from device.models.end_of_turn import WINDOW, EndOfTurnDetector, last_window, log_mel
-from engines.model_specs import MODELS
-from engines.store.pins import WHEELS
+from tests.conftest import endpoint_settings
 
-ENDPOINT = EndpointSettings(vad_threshold=0.5, onset_ms=64, hangover_ms=400, pre_roll_ms=256, max_utterance_s=15.0,
-                            end_of_turn=True, min_hangover_ms=200, max_hangover_ms=1200)
+ENDPOINT = endpoint_settings(
+    vad_threshold=0.5,
+    onset_ms=64,
+    hangover_ms=400,
+    pre_roll_ms=256,
+    max_utterance_s=15.0,
+    end_of_turn=True,
+    min_hangover_ms=200,
+    max_hangover_ms=1200,
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +50,14 @@ def test_features_are_whisper_feature_extractors(beckett):
 
     audio = last_window(beckett)
     reference = WhisperFeatureExtractor(chunk_length=8)(
-        audio, sampling_rate=16000, padding="max_length", max_length=WINDOW, truncation=True, do_normalize=True,
-        return_tensors="np").input_features[0]
+        audio,
+        sampling_rate=16000,
+        padding="max_length",
+        max_length=WINDOW,
+        truncation=True,
+        do_normalize=True,
+        return_tensors="np",
+    ).input_features[0]
     ours = log_mel(audio)
     assert ours.shape == reference.shape == (80, 800)
     assert np.abs(ours - reference).max() < 1e-4
@@ -61,7 +77,9 @@ def test_store_model_is_the_wheels_with_its_int32_biases_dequantized(store, whee
         original.write_bytes(wheel.read("pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx"))
     feeds = MODELS["end-of-turn"].golden()
     expected = ort.InferenceSession(str(original), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    ours = ort.InferenceSession(str(store.path("end-of-turn.onnx")), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    ours = ort.InferenceSession(str(store.path("end-of-turn.onnx")), providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )[0]
     assert np.array_equal(ours, expected)
     model = onnx.load(str(store.path("end-of-turn.onnx")))
     int32 = {t.name for t in model.graph.initializer if t.data_type == onnx.TensorProto.INT32}
@@ -74,7 +92,11 @@ def test_the_wrapper_gives_the_models_probability_of_the_last_8_s(detector, stor
     direct = session.run(None, {"input_features": log_mel(beckett[-WINDOW:])[None]})[0].item()
     verdict = detector.judge(beckett, speech_end=len(beckett))
     assert abs(verdict.probability - direct) < 1e-5 and 0 <= direct <= 1
-    assert verdict.complete == (direct >= detector.threshold) and verdict.speech_end == len(beckett) and verdict.cost_ms > 0
+    assert (
+        verdict.complete == (direct >= detector.threshold)
+        and verdict.speech_end == len(beckett)
+        and verdict.cost_ms > 0
+    )
 
 
 def test_the_turn_records_the_verdict_and_the_hangover_it_chose(make_conversation, detector, tts):
@@ -112,9 +134,14 @@ def test_a_model_slower_than_the_fixed_hangover_is_not_asked_again(make_conversa
     questions = ["Hello there.", "Where are the restrooms?", "How much is a ticket?", "Is there free Wi-Fi?"]
     conversation = make_conversation(endpoint=ENDPOINT, end_of_turn=slow)
     with caplog.at_level(logging.WARNING):
-        play_visit(conversation, [Question(np.concatenate([np.zeros(8000, np.float32),
-                                                           resample(tts.say(q), tts.sample_rate, 16000)]), "")
-                                  for q in questions], realtime=False)
+        play_visit(
+            conversation,
+            [
+                Question(np.concatenate([np.zeros(8000, np.float32), resample(tts.say(q), tts.sample_rate, 16000)]), "")
+                for q in questions
+            ],
+            realtime=False,
+        )
     assert len(conversation.turns) == 4 and len(ticks) == 2 * 3  # three calls, then none
     assert caplog.text.count("not asked again") == 1
     last = turn_report(conversation.turns[-1])["end_of_turn"]
@@ -128,7 +155,9 @@ def test_a_failing_model_leaves_the_fixed_hangover_and_says_so(make_conversation
     audio = resample(tts.say("Where are the restrooms?"), tts.sample_rate, 16000)
     conversation = make_conversation(endpoint=ENDPOINT, end_of_turn=broken)
     with caplog.at_level(logging.ERROR):
-        play_visit(conversation, [Question(np.concatenate([np.zeros(8000, np.float32), audio]), "restrooms")], realtime=False)
+        play_visit(
+            conversation, [Question(np.concatenate([np.zeros(8000, np.float32), audio]), "restrooms")], realtime=False
+        )
     (turn,) = conversation.turns
     assert turn.answer.intent == "restrooms" and turn.end_of_turn is None
     assert abs(turn_report(turn)["end_of_turn"]["hangover_ms"] - ENDPOINT.hangover_ms) <= 32
@@ -141,11 +170,15 @@ def test_the_evaluation_set_has_both_splits_with_real_pauses_and_the_fixed_hango
         paused = [c for c in cases if c.pause_ms]
         assert len(paused) == len(cases) // 2 and {c.pause_ms for c in paused} <= set(PAUSES_MS)
         for case in paused:  # the pause is there: a run of silence at least 90% as long
-            quiet = np.abs(case.audio[8000:case.speech_end]) < 1e-3
+            quiet = np.abs(case.audio[8000 : case.speech_end]) < 1e-3
             runs = np.diff(np.flatnonzero(np.diff(np.concatenate([[0], quiet.astype(int), [0]]))))[::2]
             assert runs.max() >= 0.9 * case.pause_ms * 16, case.text
-    assert not {c.text for c in pause_cases["tuning"]} & {c.text for c in pause_cases["held-apart"]}  # no question in both
-    results = evaluate(pause_cases["held-apart"][:8], vad, None, ENDPOINT)  # 400 ms of silence ends every 600-1000 ms pause
+    assert not {c.text for c in pause_cases["tuning"]} & {
+        c.text for c in pause_cases["held-apart"]
+    }  # no question in both
+    results = evaluate(
+        pause_cases["held-apart"][:8], vad, None, ENDPOINT
+    )  # 400 ms of silence ends every 600-1000 ms pause
     assert [r.cut for r in results] == [bool(r.case.pause_ms) for r in results]
 
 
@@ -159,13 +192,17 @@ def test_a_hesitation_after_open_words_is_waited_for_and_straight_questions_are_
     fixed = dataclasses.replace(ENDPOINT, end_of_turn=False)
     before = evaluate(cases, vad, None, fixed)
     assert len(cases) >= 8 and all(r.cut for r in before if r.case.pause_ms)
-    results = evaluate(cases, vad, None, dataclasses.replace(fixed, wait_after_open_words=True), asr, recognition_ms=150.0)
+    results = evaluate(
+        cases, vad, None, dataclasses.replace(fixed, wait_after_open_words=True), asr, recognition_ms=150.0
+    )
     assert not [r.case.text for r in results if r.case.pause_ms and r.cut]
     assert [r.waited_ms for r in results if not r.case.pause_ms] == [r.waited_ms for r in before if not r.case.pause_ms]
     assert all(r.heard for r in results)
 
 
-def test_the_bench_hears_a_cut_hesitation_whole_when_the_visitor_goes_on_within_the_window(pause_cases, vad, asr, text_encoder):
+def test_the_bench_hears_a_cut_hesitation_whole_when_the_visitor_goes_on_within_the_window(
+    pause_cases, vad, asr, text_encoder
+):
     """Cut by the fixed hangover, "Do you have a map" and "How long does it take" are heard whole with the
     rest their visitor says 600 and 1000 ms later, as the conversation rejoins them (tests/test_rejoin.py);
     with a window shorter than their pauses they are not."""
@@ -174,10 +211,16 @@ def test_the_bench_hears_a_cut_hesitation_whole_when_the_visitor_goes_on_within_
     from device.settings import load_settings
 
     dialogue = Dialogue(text_encoder, load_knowledge(), load_settings().dialogue)
-    cases = [c for c in pause_cases["tuning"] if c.pause_ms and c.text.startswith(("Do you have a map", "How long does it take"))]
+    cases = [
+        c
+        for c in pause_cases["tuning"]
+        if c.pause_ms and c.text.startswith(("Do you have a map", "How long does it take"))
+    ]
     fixed = dataclasses.replace(ENDPOINT, end_of_turn=False, rejoin_within_ms=1200)
     results = evaluate(cases, vad, None, fixed, asr, dialogue=dialogue)
-    assert len(results) == 2 and all(r.cut and r.rejoined for r in results), [(r.case.text, r.cut, r.rejoined) for r in results]
+    assert len(results) == 2 and all(r.cut and r.rejoined for r in results), [
+        (r.case.text, r.cut, r.rejoined) for r in results
+    ]
     assert all(0 < ms < r.case.pause_ms for r in results for ms in r.resumed_ms)  # went on after the end was decided
     short = evaluate(cases, vad, None, dataclasses.replace(fixed, rejoin_within_ms=100), asr, dialogue=dialogue)
     assert [r.rejoined for r in short] == [False, False]
@@ -193,8 +236,11 @@ def test_the_conversation_waits_out_a_hesitation_after_open_words(make_conversat
     conversation = make_conversation(endpoint=endpoint)
     unfinished = resample(tts.say("Is it possible to"), tts.sample_rate, 16000)
     # Not in real time: each pause's words are judged by its next frame, however loaded the machine.
-    play_visit(conversation, [Question(case.audio, "exit"), Question(np.concatenate([np.zeros(8000, np.float32), unfinished]), "")],
-               realtime=False)
+    play_visit(
+        conversation,
+        [Question(case.audio, "exit"), Question(np.concatenate([np.zeros(8000, np.float32), unfinished]), "")],
+        realtime=False,
+    )
     whole, stopped = conversation.turns
     assert "exit" in whole.transcript.lower() and turn_report(whole)["end_of_turn"]["words"] == "other"
     report = turn_report(stopped)["end_of_turn"]
@@ -207,7 +253,9 @@ def test_a_question_the_robot_is_sure_of_is_answered_sooner_and_the_visits_pause
     words judged by its next frame (not in real time), so a loaded machine does not decide it."""
     endpoint = dataclasses.replace(ENDPOINT, end_of_turn=False, wait_after_open_words=True, end_on_known_question=True)
     conversation = make_conversation(endpoint=endpoint)
-    play_visit(conversation, [q for q in bundled_questions() if q.name in ("01-hello.wav", "03-restrooms.wav")], realtime=False)
+    play_visit(
+        conversation, [q for q in bundled_questions() if q.name in ("01-hello.wav", "03-restrooms.wav")], realtime=False
+    )
     hello, restrooms = conversation.turns
     assert "excuse" in restrooms.transcript.lower() and restrooms.answer.intent == "restrooms"
     assert hello.answer.intent == "greeting"

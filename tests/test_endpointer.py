@@ -5,12 +5,14 @@ import dataclasses
 import numpy as np
 import pytest
 
+from engines.model_specs import FRAME
+
 from device.conversation.endpointer import Endpointer, EndpointSettings
 from device.conversation.pause_words import Words
 from device.messages import SpeechPaused, SpeechResumed, SpeechStarted, Utterance
-from engines.model_specs import FRAME
+from tests.conftest import endpoint_settings
 
-SETTINGS = EndpointSettings(vad_threshold=0.5, onset_ms=64, hangover_ms=320, pre_roll_ms=128, max_utterance_s=2.0)
+SETTINGS = endpoint_settings(vad_threshold=0.5, onset_ms=64, hangover_ms=320, pre_roll_ms=128, max_utterance_s=2.0)
 
 
 def run(pattern: str, settings: EndpointSettings = SETTINGS) -> list[tuple[int, object]]:
@@ -60,13 +62,22 @@ def test_a_monologue_is_cut_at_the_maximum_and_listening_goes_on():
     assert sum(isinstance(e, SpeechStarted) for _, e in events) == len(utterances) + 1
 
 
-@pytest.mark.parametrize("key, value", [("vad_threshold", 1.5), ("hangover_ms", -1), ("max_utterance_s", 0.5),
-                                        ("known_question_threshold", 1.5), ("quiet_hangover_ms", 100),
-                                        ("quiet_over_floor_db", -1.0), ("level_hysteresis_db", 1.0)])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("vad_threshold", 1.5),
+        ("hangover_ms", -1),
+        ("max_utterance_s", 0.5),
+        ("known_question_threshold", 1.5),
+        ("quiet_hangover_ms", 100),
+        ("quiet_over_floor_db", -1.0),
+        ("level_hysteresis_db", 1.0),
+    ],
+)
 def test_settings_are_validated(key, value):
     fields = dict(vad_threshold=0.5, onset_ms=64, hangover_ms=400, pre_roll_ms=256, max_utterance_s=15.0)
     with pytest.raises(ValueError, match=key):
-        EndpointSettings(**{**fields, key: value})
+        endpoint_settings(**{**fields, key: value})
 
 
 def test_resumed_then_paused_carry_consistent_speech_ends():
@@ -78,7 +89,7 @@ def test_resumed_then_paused_carry_consistent_speech_ends():
 
 def test_a_pause_carries_its_speech_for_recognition_and_its_silence_for_the_end_of_turn_model():
     events = run(".." + "SSSS" + "." * 12)
-    (at, paused), = [(i, e) for i, e in events if isinstance(e, SpeechPaused)]
+    ((at, paused),) = [(i, e) for i, e in events if isinstance(e, SpeechPaused)]
     assert frames_of(paused.audio) == [0, 1, 2, 3, 4, 5]  # pre-roll and speech, up to the last speech frame
     assert paused.silence == FRAME and at == 6  # the cue: the first silent frame
     assert frames_of(paused.heard) == list(range(at + 1))  # all heard until the cue, as the model's authors feed it
@@ -88,7 +99,12 @@ def test_a_dip_between_syllables_starts_a_speculation_the_next_syllable_ends():
     """(The conversation then stops that recognition: tests/test_conversation.py.)"""
     events = run("SSSS" + "." + "SSSS" + "." * 12)
     assert [(i, type(e).__name__) for i, e in events] == [
-        (1, "SpeechStarted"), (4, "SpeechPaused"), (5, "SpeechResumed"), (9, "SpeechPaused"), (18, "Utterance")]
+        (1, "SpeechStarted"),
+        (4, "SpeechPaused"),
+        (5, "SpeechResumed"),
+        (9, "SpeechPaused"),
+        (18, "Utterance"),
+    ]
 
 
 def judged(pattern: str, verdict_at: int | None, complete: bool) -> list[tuple[int, object]]:
@@ -96,20 +112,28 @@ def judged(pattern: str, verdict_at: int | None, complete: bool) -> list[tuple[i
     return with_words(pattern, None, False, verdict_at, complete, settings=JUDGED)
 
 
-JUDGED = EndpointSettings(vad_threshold=0.5, onset_ms=64, hangover_ms=320, pre_roll_ms=128, max_utterance_s=5.0,
-                          end_of_turn=True, min_hangover_ms=160, max_hangover_ms=960)
+JUDGED = endpoint_settings(
+    vad_threshold=0.5,
+    onset_ms=64,
+    hangover_ms=320,
+    pre_roll_ms=128,
+    max_utterance_s=5.0,
+    end_of_turn=True,
+    min_hangover_ms=160,
+    max_hangover_ms=960,
+)
 
 
 def test_a_finished_verdict_ends_the_utterance_at_the_short_hangover():
     events = judged("SSSSSS" + "." * 40, verdict_at=9, complete=True)  # the pause is seen at frame 8 (3rd silent frame)
-    (ended_at, utterance), = [(i, e) for i, e in events if isinstance(e, Utterance)]
+    ((ended_at, utterance),) = [(i, e) for i, e in events if isinstance(e, Utterance)]
     assert ended_at == 6 + 5 - 1  # 160 ms = 5 silent frames
     assert utterance.decided - utterance.speech_end == 5 * FRAME
 
 
 def test_a_verdict_arriving_after_the_short_hangover_ends_the_utterance_at_once():
     events = judged("SSSSSS" + "." * 40, verdict_at=12, complete=True)  # 6 silent frames seen, 5 were enough
-    (ended_at, utterance), = [(i, e) for i, e in events if isinstance(e, Utterance)]
+    ((ended_at, utterance),) = [(i, e) for i, e in events if isinstance(e, Utterance)]
     assert ended_at == 12 and utterance.decided == 12 * FRAME  # on arrival, before the next frame
 
 
@@ -121,7 +145,7 @@ def test_an_unfinished_verdict_waits_the_long_hangover_and_bridges_a_long_pause(
 
 def test_without_a_verdict_the_fixed_hangover_applies_and_a_stale_verdict_is_ignored():
     events = judged("SSSSSS" + "." * 40, verdict_at=None, complete=True)
-    (ended_at, _), = [(i, e) for i, e in events if isinstance(e, Utterance)]
+    ((ended_at, _),) = [(i, e) for i, e in events if isinstance(e, Utterance)]
     assert ended_at == 6 + 10 - 1  # 320 ms
     late = judged("SSSSSS" + "." * 40, verdict_at=30, complete=False)  # after the utterance ended: nothing
     assert [type(e).__name__ for _, e in late] == ["SpeechStarted", "SpeechPaused", "Utterance"]
@@ -155,8 +179,9 @@ def test_through_an_array_a_started_utterance_goes_on_at_a_lower_margin():
     frames += [noise(-40) for _ in range(60)]
 
     def utterances(hysteresis_db: float) -> list[Utterance]:
-        settings = dataclasses.replace(SETTINGS, max_utterance_s=15.0, array_level_over_floor_db=12.0,
-                                       array_level_hysteresis_db=hysteresis_db).through_array()
+        settings = dataclasses.replace(
+            SETTINGS, max_utterance_s=15.0, array_level_over_floor_db=12.0, array_level_hysteresis_db=hysteresis_db
+        ).through_array()
         endpointer = Endpointer(settings)
         return [e for f in frames for e in endpointer.push(f, 0.9, on_axis_db=0.0) if isinstance(e, Utterance)]
 
@@ -209,7 +234,9 @@ def test_with_an_array_only_speech_from_where_its_beam_points_makes_an_utterance
 
     def utterances(gate_db: float) -> list[Utterance]:
         endpointer = Endpointer(dataclasses.replace(SETTINGS, max_utterance_s=15.0, array_min_on_axis_db=gate_db))
-        return [e for f, on_axis in frames for e in endpointer.push(f, 0.9, on_axis_db=on_axis) if isinstance(e, Utterance)]
+        return [
+            e for f, on_axis in frames for e in endpointer.push(f, 0.9, on_axis_db=on_axis) if isinstance(e, Utterance)
+        ]
 
     (heard,) = utterances(-2.0)
     assert heard.speech_start == 100 * FRAME and heard.speech_end == 131 * FRAME
@@ -234,8 +261,14 @@ def test_an_utterance_told_to_wait_longer_bridges_a_longer_pause_and_the_next_on
 OPEN = dataclasses.replace(JUDGED, wait_after_open_words=True)
 
 
-def with_words(pattern: str, words_at: int | None, words: Words, verdict_at: int | None = None,
-               complete: bool = True, settings: EndpointSettings = OPEN) -> list[tuple[int, object]]:
+def with_words(
+    pattern: str,
+    words_at: int | None,
+    words: Words,
+    verdict_at: int | None = None,
+    complete: bool = True,
+    settings: EndpointSettings = OPEN,
+) -> list[tuple[int, object]]:
     """Like `run`, with the first pause's end-of-turn verdict arriving before frame `verdict_at` and its
     speculative words before frame `words_at` (None: never)."""
     from device.messages import EndOfTurnVerdict
@@ -244,7 +277,10 @@ def with_words(pattern: str, words_at: int | None, words: Words, verdict_at: int
     events, pause = [], None
     for i, mark in enumerate(pattern):
         if pause is not None and i == verdict_at:
-            events += [(i, e) for e in endpointer.judge(EndOfTurnVerdict(pause.speech_end, 0.9 if complete else 0.1, complete, 50.0))]
+            events += [
+                (i, e)
+                for e in endpointer.judge(EndOfTurnVerdict(pause.speech_end, 0.9 if complete else 0.1, complete, 50.0))
+            ]
         if pause is not None and i == words_at:
             events += [(i, e) for e in endpointer.heard(pause.speech_end, words)]
         for event in endpointer.push(np.full(FRAME, i, np.float32), 0.9 if mark == "S" else 0.1):
@@ -265,27 +301,41 @@ def test_words_that_leave_the_sentence_open_bridge_a_pause_the_fixed_hangover_wo
 
 def test_open_words_overrule_a_finished_verdict_which_waits_for_the_words():
     pattern = "SSSSSS" + "." * 40
-    (ended_at, _), = [(i, e) for i, e in with_words(pattern, 13, Words.OPEN, verdict_at=9) if isinstance(e, Utterance)]
+    ((ended_at, _),) = [
+        (i, e) for i, e in with_words(pattern, 13, Words.OPEN, verdict_at=9) if isinstance(e, Utterance)
+    ]
     assert ended_at == 6 + 30 - 1  # 960 ms: the words held it open though the model said finished
-    (ended_at, utterance), = [(i, e) for i, e in with_words(pattern, 13, Words.OTHER, verdict_at=9) if isinstance(e, Utterance)]
+    ((ended_at, utterance),) = [
+        (i, e) for i, e in with_words(pattern, 13, Words.OTHER, verdict_at=9) if isinstance(e, Utterance)
+    ]
     assert ended_at == 13 and utterance.decided == 13 * FRAME  # finished, once the words were in (160 ms had passed)
-    (ended_at, _), = [(i, e) for i, e in with_words(pattern, None, Words.OTHER, verdict_at=9) if isinstance(e, Utterance)]
+    ((ended_at, _),) = [
+        (i, e) for i, e in with_words(pattern, None, Words.OTHER, verdict_at=9) if isinstance(e, Utterance)
+    ]
     assert ended_at == 6 + 10 - 1  # words never came: the fixed hangover, not the short one
 
 
 def test_a_known_question_ends_its_pause_after_the_short_hangover_unless_judged_unfinished():
     known = dataclasses.replace(OPEN, end_of_turn=False, end_on_known_question=True)
     pattern = "SSSSSS" + "." * 40
-    (ended_at, utterance), = [(i, e) for i, e in with_words(pattern, 12, Words.KNOWN_QUESTION, settings=known)
-                              if isinstance(e, Utterance)]
+    ((ended_at, utterance),) = [
+        (i, e) for i, e in with_words(pattern, 12, Words.KNOWN_QUESTION, settings=known) if isinstance(e, Utterance)
+    ]
     assert ended_at == 12 and utterance.decided == 12 * FRAME  # words after 6 frames of silence: at once
-    (ended_at, _), = [(i, e) for i, e in with_words(pattern, 9, Words.KNOWN_QUESTION, settings=known) if isinstance(e, Utterance)]
+    ((ended_at, _),) = [
+        (i, e) for i, e in with_words(pattern, 9, Words.KNOWN_QUESTION, settings=known) if isinstance(e, Utterance)
+    ]
     assert ended_at == 6 + 5 - 1  # words sooner: min_hangover_ms (160 ms, 5 frames) of silence
-    (ended_at, _), = [(i, e) for i, e in with_words(pattern, 9, Words.OTHER, settings=known) if isinstance(e, Utterance)]
+    ((ended_at, _),) = [
+        (i, e) for i, e in with_words(pattern, 9, Words.OTHER, settings=known) if isinstance(e, Utterance)
+    ]
     assert ended_at == 6 + 10 - 1  # not a known question: the fixed hangover
     judged = dataclasses.replace(known, end_of_turn=True)
-    (ended_at, _), = [(i, e) for i, e in with_words(pattern, 12, Words.KNOWN_QUESTION, verdict_at=9, complete=False,
-                                                      settings=judged) if isinstance(e, Utterance)]
+    ((ended_at, _),) = [
+        (i, e)
+        for i, e in with_words(pattern, 12, Words.KNOWN_QUESTION, verdict_at=9, complete=False, settings=judged)
+        if isinstance(e, Utterance)
+    ]
     assert ended_at == 6 + 30 - 1  # the model heard the voice go on: max_hangover_ms
 
 
@@ -293,16 +343,21 @@ def test_a_visitor_far_over_a_quiet_room_gets_the_quiet_hangover_in_a_hall_the_f
     """The same visitor (-25 dBFS) in a quiet room's hiss (-70 dBFS) and in a hall's talk 15 dB under
     them: the quiet room's pause ends after `quiet_hangover_ms`, the hall's after `hangover_ms`."""
     rng = np.random.default_rng(0)
-    settings = dataclasses.replace(SETTINGS, max_utterance_s=15.0, min_level_over_floor_db=12.0,
-                                   quiet_hangover_ms=256, quiet_over_floor_db=30.0)
+    settings = dataclasses.replace(
+        SETTINGS, max_utterance_s=15.0, min_level_over_floor_db=12.0, quiet_hangover_ms=256, quiet_over_floor_db=30.0
+    )
 
     def silence_waited(room_rms: float, settings: EndpointSettings = settings) -> int:
         room = lambda n: [rng.normal(0, room_rms, FRAME).astype(np.float32) for _ in range(n)]  # noqa: E731
         frames = room(160) + [rng.normal(0, 0.056, FRAME).astype(np.float32) for _ in range(31)] + room(40)
         endpointer = Endpointer(settings)
         vad = [0.1] * 160 + [0.9] * 31 + [0.1] * 40
-        ((ended_at, _),) = [(i, e) for i, (f, p) in enumerate(zip(frames, vad)) for e in endpointer.push(f, p)
-                            if isinstance(e, Utterance)]
+        ((ended_at, _),) = [
+            (i, e)
+            for i, (f, p) in enumerate(zip(frames, vad))
+            for e in endpointer.push(f, p)
+            if isinstance(e, Utterance)
+        ]
         return ended_at + 1 - 191
 
     assert silence_waited(0.0003) == 8  # 256 ms
