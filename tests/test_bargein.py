@@ -20,12 +20,13 @@ from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
 from device.conversation.speech_out import SpeechOut
 from device.conversation.turn_loop import SOUND_CONFIRM_MS, Conversation
-from device.conversation.visit import MicrophoneClock, bundled_questions
+from device.conversation.visit import bundled_questions
 from device.messages import ReplyChunk, ReplyPaused, ReplyResumed
 from device.models.voices import VOICES, load_voices, speak
 from device.settings import load_settings
 from device.sound.echo_canceller import SETTLE, Aec3, EchoCanceller
 from device.sound.echo_room import BLOCK, DEVICE_BUFFER_MS, MIC_GAIN, EchoPath, EchoRoom, active_rms, block_power
+from device.sound.microphones import MicrophoneClock
 from device.sound.speakers import BLOCK_SECONDS, RecordingSpeaker
 from tests.conftest import ENDPOINT
 from tests.test_daemon import Daemon, daemons  # noqa: F401 (a fixture)

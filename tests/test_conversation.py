@@ -10,8 +10,9 @@ import pytest
 from engines.model_specs import FRAME
 
 from device.audio_file import resample
-from device.conversation.visit import MicrophoneClock, Question, bundled_questions, play_visit
+from device.conversation.visit import Question, bundled_questions, play_visit
 from device.models.asr import RecognitionStopped, words
+from device.sound.microphones import MicrophoneClock
 from tests.conftest import run_cli
 
 

@@ -34,10 +34,11 @@ from engines.model_specs import FRAME, SPEECH_RATE
 from device.app import App
 from device.bench.pauses import PauseCase, load_cases
 from device.bench.stats import percentiles_ms
-from device.conversation.visit import MicrophoneClock, Question, bundled_questions
+from device.conversation.visit import Question, bundled_questions
 from device.messages import ReplyPaused, ReplyResumed
 from device.models.voices import VOICES, load_voices, speak
 from device.sound.echo_room import BLOCK, EchoPath, EchoRoom, active_rms, block_power
+from device.sound.microphones import MicrophoneClock
 from device.sound.speakers import RecordingSpeaker
 
 ECHO_LEVELS_DB = (0.0, 6.0, 12.0)

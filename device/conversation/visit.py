@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
@@ -14,6 +13,7 @@ from engines.model_specs import FRAME, SPEECH_RATE
 from device.audio_file import read_audio
 from device.bundled import BUNDLED_VISIT
 from device.conversation.turn_loop import Conversation
+from device.sound.microphones import MicrophoneClock
 from device.toml_file import tomllib
 
 GAP_SECONDS = 0.6  # the visitor's pause after an answer before the next question
@@ -32,32 +32,6 @@ def bundled_questions() -> list[Question]:
     return [
         Question(read_audio(BUNDLED_VISIT / q["file"]), q["file"], q["text"], q["intent"]) for q in listing["question"]
     ]
-
-
-class MicrophoneClock:
-    """Hands audio over no faster than a microphone would deliver it (or at once if not realtime)."""
-
-    def __init__(self, realtime: bool) -> None:
-        self.realtime = realtime
-        self._due = time.monotonic()
-
-    def wait(self, samples: int = FRAME) -> None:
-        """Until the microphone would have the next `samples`."""
-        if not self.realtime:
-            return
-        self._due += samples / SPEECH_RATE
-        delay = self._due - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        else:
-            self._due = time.monotonic()  # fell behind: do not try to catch up in a burst
-
-    def pieces(self, audio: np.ndarray, size: int) -> Iterator[np.ndarray]:
-        """`audio` in pieces of `size` samples (a sound card's blocks), each when the microphone would have it."""
-        for start in range(0, len(audio), size):
-            piece = audio[start : start + size]
-            self.wait(len(piece))
-            yield piece
 
 
 def play_visit(

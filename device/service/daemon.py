@@ -25,18 +25,16 @@ import numpy as np
 
 from engines.errors import InputError, OrinAvatarError
 from engines.fallback import FallbackRunner
-from engines.model_specs import FRAME
 from engines.store.model_store import state_home
 
 from device.app import App
-from device.audio_file import read_audio, read_channels
 from device.avatar.animator import Avatar, State
 from device.avatar.display import NullSink, open_display, x_display_reachable
 from device.avatar.renderer import Colours, Renderer
 from device.avatar.styles import Style, open_style
 from device.conversation.report import turn_report
 from device.conversation.turn_loop import Conversation
-from device.conversation.visit import MicrophoneClock
+from device.conversation.visitors import VisitorGreeting
 from device.messages import LookAt, Presence
 from device.models import catalog
 from device.service.heartbeats import Heartbeats
@@ -45,10 +43,9 @@ from device.service.notifier import Notifier, watchdog_interval
 from device.service.reloader import Reloader
 from device.service.state_lock import StateLock
 from device.service.status_socket import StatusServer
-from device.settings import AudioSettings
-from device.sound.beamformer import MicArray, SteeredBeam
-from device.sound.devices import DeviceSpeaker, Microphone
-from device.sound.echo_room import BLOCK, EchoPath, EchoRoom, active_rms
+from device.sound.devices import DeviceSpeaker
+from device.sound.echo_room import EchoPath, EchoRoom, active_rms
+from device.sound.microphones import DeviceMicrophone, FileMicrophone
 from device.sound.speakers import WavFileSpeaker
 from device.vision.camera import Camera
 from device.vision.engagement import Engagement, VisitorArrived, VisitorLeft
@@ -60,88 +57,6 @@ DEFAULT_WATCHDOG_S = 5.0  # ping interval when the watchdog is on but WATCHDOG_U
 DISPLAY_LOOK_AGAIN_S = 5.0  # a window display that is lost, or found no X server, looks for one this often
 DISPLAY_LOOK_AGAIN_MAX_S = 300.0  # ... doubling while windows opened again are lost within a minute
 TRIM_EVERY_S = 30.0  # freed heap goes back to the system this often, when the conversation is idle
-
-
-def _array(settings: AudioSettings) -> MicArray | None:
-    channels = settings.array_channels
-    return (
-        MicArray.circular(len(channels), settings.array_radius_mm / 1000, settings.array_first_deg)
-        if channels
-        else None
-    )
-
-
-class FileMicrophone:
-    """A WAV file played into the conversation at the microphone's pace, then silence (or again from
-    the start, with `loop`: the soak benchmark's endless visit). With `[audio] array_channels`, the
-    file is an array's recording, and its beam is heard."""
-
-    def __init__(self, path: Path, settings: AudioSettings, loop: bool = False) -> None:
-        self.path = path
-        self.loop = loop
-        self.array = _array(settings)
-        if self.array is None:
-            self.audio = read_audio(path)[None]
-        else:
-            recorded = read_channels(path)
-            if max(settings.array_channels) >= len(recorded):
-                raise InputError(
-                    f"{path} has {len(recorded)} channels; [audio] array_channels "
-                    f"{list(settings.array_channels)} asks for more: "
-                    "give the array's recording, or set array_channels = []"
-                )
-            self.audio = recorded[list(settings.array_channels)]
-        self._beam = SteeredBeam(self.array) if self.array is not None else None
-        self.state = f"file {path}" + (f" ({self.array.count}-microphone array)" if self.array is not None else "")
-        self.room: EchoRoom | None = None  # the speaker's sound joins the file's on the way in, if set
-
-    def steer(self, azimuth_rad: float, elevation_rad: float = 0.0) -> None:
-        """From any thread: where the recording's array beam should point."""
-        if self._beam is not None:
-            self._beam.steer(azimuth_rad, elevation_rad)
-
-    def run(self, conversation: Conversation, beat, stop: threading.Event) -> None:
-        clock = MicrophoneClock(realtime=True)
-        silence = np.zeros((len(self.audio), FRAME), np.float32)
-        length = self.audio.shape[1]
-        position = 0
-        while not stop.is_set():
-            if self.loop and position + FRAME > length:
-                position = 0
-            if conversation.warming_up:  # the visit starts once the robot listens
-                sound = silence
-            else:
-                sound = self.audio[:, position : position + FRAME] if position + FRAME <= length else silence
-                position += FRAME
-            if self.room is not None:  # the room is the sound card: 10 ms blocks, each with when it was taken
-                for block in clock.pieces(sound[0], BLOCK):
-                    conversation.feed(self.room.capture(block), self.room.captured_at)
-            elif self._beam is None:
-                clock.wait()
-                conversation.feed(sound[0])
-            else:  # the beam gives a frame for a frame, a hop late
-                clock.wait()
-                frame = self._beam.process(sound)
-                conversation.feed(frame, None, self._beam.frame_on_axis_db())
-            beat()
-        self.state = f"file {self.path} (stopped)"
-
-
-class DeviceMicrophone:
-    """The configured sound card, through PyAudio; with an array, its beam steered where it is told."""
-
-    def __init__(self, settings: AudioSettings) -> None:
-        self.array = _array(settings)
-        self.device = Microphone(settings.input_device, array=self.array, array_channels=settings.array_channels)
-        self.state, self.steer = self.device.state, self.device.steer
-
-    def run(self, conversation: Conversation, beat, stop: threading.Event) -> None:
-        try:
-            for frame in self.device.frames(stop):
-                conversation.feed(frame, self.device.captured_at, self.device.on_axis_db)
-                beat()
-        finally:
-            self.device.close()
 
 
 @dataclass(frozen=True)
@@ -226,7 +141,12 @@ class Daemon:
                     target=microphone.run,
                     name="microphone",
                     daemon=True,
-                    args=(conversation, self.heartbeats.register("microphone", STAGE_DEADLINE_S), self.stop),
+                    args=(
+                        conversation.feed,
+                        lambda: conversation.warming_up,
+                        self.heartbeats.register("microphone", STAGE_DEADLINE_S),
+                        self.stop,
+                    ),
                 )
             )
             workers.append(threading.Thread(target=self._trim_memory, name="memory", daemon=True, args=(conversation,)))
@@ -348,27 +268,22 @@ class Daemon:
             avatar.on_message(message, lambda: self.speaker.played)
 
     def _start_perception(self, settings, conversation: Conversation):
-        """Camera -> faces -> visitor arrived (greet, listen) / left (goodbye); the avatar looks at them."""
-        source = str(self.options.camera) if self.options.camera else settings.camera.source
-        conversation.set_listening(not settings.camera.gate_listening)
+        """Camera -> faces -> engagement: the visit's greeting hears arrivals and departures
+        (device/conversation/visitors.py), the avatar is told who is there and looks at them, and the
+        microphone's beam follows them."""
+        camera_settings = settings.camera
+        greeting = VisitorGreeting(conversation, camera_settings.gate_listening)
+        source = str(self.options.camera) if self.options.camera else camera_settings.source
         if not source:
             self.camera = None
             return None
-        camera_settings = settings.camera
         self.camera = Camera(source, camera_settings.width, camera_settings.height, camera_settings.fps)
-        detector = catalog.load_faces(self.app.store, 1)
 
         def on_event(event) -> None:
-            intents = conversation.dialogue.intents
-            if isinstance(event, (VisitorArrived, VisitorLeft)):
-                conversation.new_visit()  # nothing of a visit is kept after it
             if isinstance(event, VisitorArrived):
-                conversation.set_listening(True)
                 self.avatar_inbox.put(Presence(True))
-                conversation.announce("greeting", intents["greeting"].answer)
-            elif isinstance(event, VisitorLeft):
-                conversation.announce("goodbye", intents["goodbye"].answer)
-                conversation.set_listening(not camera_settings.gate_listening)
+            greeting.on_event(event)
+            if isinstance(event, VisitorLeft):
                 self.avatar_inbox.put(Presence(False))
 
         def on_gaze(point: tuple[float, float] | None) -> None:
@@ -378,7 +293,7 @@ class Daemon:
 
         return Perception(
             self.camera,
-            detector,
+            catalog.load_faces(self.app.store, 1),
             Engagement(camera_settings.engagement()),
             camera_settings.detect_hz,
             on_event,
