@@ -1,63 +1,70 @@
 """orin-avatar: the on-device runtime of talking-avatar kiosk robots on Jetson AGX Orin."""
 
 import hashlib
-import io
 import json
+import os
+import platform
 import shutil
 import subprocess
+import sys
 import tarfile
-import urllib.request
 from pathlib import Path
 
 from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 # WebRTC's audio processing, webrtc-audio-processing 2.1 (BSD-3-Clause; AEC3 as in Chromium), as the
-# aec-audio-processing 1.0.1 source distribution ships it, with the abseil-cpp it needs: pinned by hash,
-# built as static libraries on every install (meson, ninja; 2.5 minutes on two cores) and linked into the binding
-# device/sound/webrtc_aec3.cc, which sets what no wrapper with wheels lets us set (AEC3's filter length).
-WEBRTC_SOURCE = (
-    "https://files.pythonhosted.org/packages/9e/f1/d4c91eeaed6a2d91b448eb3eb17c150a505973aa7c5495d8772325918e38/"
-    "aec_audio_processing-1.0.1.tar.gz",
-    "f03a3ce3f45bf15a04a8504d0f692a651180ca2d3171bd9f3de0516e5f2b8360",
-)
+# aec-audio-processing 1.0.1 source distribution ships it, with the abseil-cpp it needs: fetched by pip (so
+# a mirror, a proxy or an offline wheelhouse set up for pip is used), pinned by hash, built once per machine
+# as static libraries (meson, ninja; 2.5 minutes on two cores) into the user's cache, where every later
+# install finds it, and linked into the binding device/sound/webrtc_aec3.cc, which sets what no wrapper
+# with wheels lets us set (AEC3's filter length).
+WEBRTC_SDIST = ("aec-audio-processing==1.0.1", "aec_audio_processing-1.0.1.tar.gz")
+WEBRTC_SHA256 = "f03a3ce3f45bf15a04a8504d0f692a651180ca2d3171bd9f3de0516e5f2b8360"
 WEBRTC_TREE = "aec_audio_processing-1.0.1/webrtc-audio-processing/"
 
 
+def webrtc_build_dir() -> Path:
+    """Where the built libraries are kept between installs: one per source and machine kind."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "orin-avatar" / f"webrtc-apm-{WEBRTC_SHA256[:16]}-{platform.machine()}"
+
+
+def fetch_webrtc_sources(folder: Path) -> Path:
+    """The pinned source distribution, downloaded by pip into `folder` and checked against its hash."""
+    print(f"fetching WebRTC's audio processing sources ({WEBRTC_SDIST[0]}) with pip", flush=True)
+    # Without the build environment's PYTHONPATH: the pip of the interpreter that runs this build.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--dest", str(folder)]
+    subprocess.run([*command, WEBRTC_SDIST[0]], check=True, env=env)
+    archive = folder / WEBRTC_SDIST[1]
+    if hashlib.sha256(archive.read_bytes()).hexdigest() != WEBRTC_SHA256:
+        raise RuntimeError(f"{archive} does not have the pinned sha256 {WEBRTC_SHA256}")
+    return archive
+
+
 def build_webrtc_apm(work: Path) -> tuple[Path, Path]:
-    """The meson build directory of WebRTC's audio processing (static, position-independent) and its sources."""
+    """The meson build directory of WebRTC's audio processing (static, position-independent) and its
+    sources, in `work`: reused when a build finished there ("built"), else made afresh."""
     source, build = work / "source", work / "build"
-    if not (build / "compile_commands.json").exists() or not (work / "built").exists():
-        shutil.rmtree(work, ignore_errors=True)
-        print(f"downloading WebRTC's audio processing sources: {WEBRTC_SOURCE[0]}", flush=True)
-        archive = urllib.request.urlopen(WEBRTC_SOURCE[0], timeout=120).read()
-        if hashlib.sha256(archive).hexdigest() != WEBRTC_SOURCE[1]:
-            raise RuntimeError(f"{WEBRTC_SOURCE[0]} does not have the pinned sha256 {WEBRTC_SOURCE[1]}")
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            members = [m for m in tar.getmembers() if m.name.startswith(WEBRTC_TREE)]
-            for member in members:
-                member.name = member.name[len(WEBRTC_TREE) :]
-            tar.extractall(source, members=[m for m in members if m.name])
-        for tool in ("meson", "ninja"):
-            if shutil.which(tool) is None:
-                raise RuntimeError(f"building WebRTC's audio processing needs {tool}: pip install meson ninja")
-        print("building WebRTC's audio processing (AEC3) as static libraries: a few minutes", flush=True)
-        # forcefallback: the abseil-cpp it ships, never an older one the system may have
-        subprocess.run(
-            [
-                "meson",
-                "setup",
-                "--buildtype=release",
-                "--default-library=static",
-                "-Db_staticpic=true",
-                "--wrap-mode=forcefallback",
-                str(build),
-            ],
-            cwd=source,
-            check=True,
-        )
-        subprocess.run(["ninja", "-C", str(build)], check=True)
-        (work / "built").touch()
+    if (work / "built").exists():
+        print(f"WebRTC's audio processing: built before, in {work}", flush=True)
+        return build, source
+    for tool in ("meson", "ninja"):
+        if shutil.which(tool) is None:
+            raise RuntimeError(f"building WebRTC's audio processing needs {tool}: pip install meson ninja")
+    shutil.rmtree(work, ignore_errors=True)  # a build that failed or was stopped
+    with tarfile.open(fetch_webrtc_sources(work)) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith(WEBRTC_TREE)]
+        for member in members:
+            member.name = member.name[len(WEBRTC_TREE) :]
+        tar.extractall(source, members=[m for m in members if m.name])
+    print(f"building WebRTC's audio processing (AEC3) as static libraries in {work}: a few minutes, once", flush=True)
+    # forcefallback: the abseil-cpp it ships, never an older one the system may have
+    meson = ["meson", "setup", "--buildtype=release", "--default-library=static", "-Db_staticpic=true"]
+    subprocess.run([*meson, "--wrap-mode=forcefallback", str(build)], cwd=source, check=True)
+    subprocess.run(["ninja", "-C", str(build)], check=True)
+    (work / "built").touch()
     return build, source
 
 
@@ -66,7 +73,7 @@ class BuildWithWebRTC(build_ext):
     the library was compiled with (its classes' layout depends on them)."""
 
     def run(self) -> None:
-        build, source = build_webrtc_apm(Path(self.build_temp).resolve() / "webrtc-apm")
+        build, source = build_webrtc_apm(webrtc_build_dir())
         commands = json.loads((build / "compile_commands.json").read_text())
         aec3 = next(c["command"].split() for c in commands if c["file"].endswith("aec3/echo_canceller3.cc"))
         flags = [f for f in aec3 if f.startswith(("-D", "-std="))]

@@ -6,12 +6,14 @@ resampler serves the microphone stream later).
 
 from __future__ import annotations
 
+import io
 import struct
 from pathlib import Path
 
 import numpy as np
 
 from engines.errors import InputError
+from engines.files import write_atomic
 from engines.model_specs import SPEECH_RATE
 
 
@@ -68,8 +70,10 @@ def resample(audio: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
 
 
 def write_wav(path: Path, audio: np.ndarray, rate: int) -> None:
-    """16-bit PCM mono WAV, the format every player and `aplay` take."""
+    """16-bit PCM mono WAV, the format every player and `aplay` take; written whole or not at all, and
+    never through a symlink planted at `path`."""
     import soundfile
 
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    soundfile.write(str(path), np.clip(audio, -1.0, 1.0), rate, subtype="PCM_16")
+    wav = io.BytesIO()
+    soundfile.write(wav, np.clip(audio, -1.0, 1.0), rate, subtype="PCM_16", format="WAV")
+    write_atomic(Path(path), wav.getvalue())

@@ -40,6 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     except OrinAvatarError as exc:
         print(f"orin-avatar: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a file or folder the command needs (a read-only home, a full disk): one line, no traceback
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(
+            f"orin-avatar: error: {exc.strerror or exc}{where}; check that it exists and this user may write it",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         print("orin-avatar: interrupted", file=sys.stderr)
         return 130

@@ -19,8 +19,18 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask sets it, a race with other threads)."""
+    try:
+        line = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("Umask:"))
+        return int(line.split()[1], 8)
+    except (OSError, StopIteration, ValueError):
+        return 0o022
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file, fsync and rename, so readers see the old or the new file."""
+    """Write via a temporary file, fsync and rename, so readers see the old or the new file (and a
+    symlink planted at `path` is replaced, never written through)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -28,7 +38,7 @@ def write_atomic(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o666 & ~_umask())  # as open() would make it (mkstemp's file is 0600)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -39,7 +49,8 @@ def write_atomic(path: Path, data: bytes) -> None:
 def file_lock(path: Path, blocking: bool = True) -> Iterator[bool]:
     """An exclusive advisory lock on `path`; yields False if `blocking` is off and it is taken."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as lock:
+    # O_NOFOLLOW, no truncation: a symlink planted at `path` is an error, never a file written through
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644), "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         except BlockingIOError:

@@ -10,7 +10,8 @@ every SHRINK_EVERY_S (the voice stays at about 150 MB, synthesis time within noi
 Optimizing a graph is most of what loading it costs (on two cores the recogniser's decoder takes 2.2 s
 to load, 0.35 s unoptimized), and every start of the daemon or a command did it again. So a runner
 given an `optimized` path keeps ONNX Runtime's optimized graph there on its first load (the session
-option `optimized_model_filepath`) and afterwards loads that with optimization off. The file is made
+option `optimized_model_filepath`), with its sha256 beside it, and afterwards loads that with optimization
+off once its bytes are checked against that sha256 (else it is made again). The file is made
 for one machine (at the "all" level ONNX Runtime lays out weights for the CPU it runs on), so its
 name carries the model's sha256, ONNX Runtime's version and the CPU (`optimized_name`).
 
@@ -60,6 +61,28 @@ def _cpu_tag() -> str:
         lines = []
     features = next((line for line in lines if line.startswith(("flags", "Features"))), "")
     return f"{platform.machine()}-{hashlib.sha256(features.encode()).hexdigest()[:8]}"
+
+
+def _digest_of(optimized: Path) -> Path:
+    """Beside each kept optimized graph, the sha256 it was kept with."""
+    return optimized.with_name(optimized.name + ".sha256")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while block := file.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def optimized_intact(optimized: Path) -> bool:
+    """Whether a kept optimized graph still has the bytes it was kept with (a graph changed on disk would
+    run with other weights, unseen: the model store's manifest covers only the models themselves)."""
+    try:
+        return _digest_of(optimized).read_text().strip() == _sha256(optimized)
+    except OSError:
+        return False
 
 
 class OnnxRuntimeRunner(Runner):
@@ -128,8 +151,24 @@ class OnnxRuntimeRunner(Runner):
         return session
 
     def _load_optimized(self, ort):
-        """The session from the kept optimized graph, or None (none kept, or one that does not load: removed)."""
+        """The session from the kept optimized graph, or None (none kept, one whose bytes are not those
+        kept, or one that does not load: removed)."""
         if self.optimized is None or not self.optimized.is_file():
+            return None
+        if not _digest_of(self.optimized).is_file():
+            log.info(
+                "%s: %s was kept without its sha256 (an older version); optimizing again", self.name, self.optimized
+            )
+            self._remove_optimized()
+            return None
+        if not optimized_intact(self.optimized):
+            log.warning(
+                "%s: the optimized graph %s is not the one kept (its sha256 differs from %s); optimizing again",
+                self.name,
+                self.optimized,
+                _digest_of(self.optimized).name,
+            )
+            self._remove_optimized()
             return None
         try:
             return self._open(ort, self.optimized, self._options(ort, optimize=False))
@@ -140,8 +179,12 @@ class OnnxRuntimeRunner(Runner):
                 self.optimized,
                 exc.__cause__,
             )
-            self.optimized.unlink(missing_ok=True)
+            self._remove_optimized()
             return None
+
+    def _remove_optimized(self) -> None:
+        self.optimized.unlink(missing_ok=True)
+        _digest_of(self.optimized).unlink(missing_ok=True)
 
     def _optimize_and_keep(self, ort):
         """The session from the model, its optimized graph kept at `optimized` (older ones of the model
@@ -159,8 +202,11 @@ class OnnxRuntimeRunner(Runner):
             self._not_kept(partial, exc)
             return None
         try:  # the session is made; only the keeping can fail from here
-            for older in self.optimized.parent.glob(f"{self.path.stem}@*.onnx"):
+            digest = _sha256(partial)
+            for older in self.optimized.parent.glob(f"{self.path.stem}@*.onnx"):  # not *.partial: others' work
                 older.unlink(missing_ok=True)
+                _digest_of(older).unlink(missing_ok=True)
+            _digest_of(self.optimized).write_text(digest + "\n")
             partial.replace(self.optimized)
         except OSError as exc:
             self._not_kept(partial, exc)

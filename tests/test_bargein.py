@@ -29,7 +29,7 @@ from device.sound.echo_room import BLOCK, DEVICE_BUFFER_MS, MIC_GAIN, EchoPath, 
 from device.sound.microphones import MicrophoneClock
 from device.sound.speakers import BLOCK_SECONDS, RecordingSpeaker
 from tests.conftest import ENDPOINT
-from tests.test_daemon import Daemon, daemons  # noqa: F401 (a fixture)
+from tests.test_daemon import Daemon
 
 ANSWER = (
     "We are open every day from nine in the morning until six in the evening. On Thursdays we stay open until nine."

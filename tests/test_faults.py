@@ -19,7 +19,7 @@ import pytest
 from engines.errors import OrinAvatarError
 
 from device.conversation.speech_out import MAX_WORDS_PER_CHUNK, SpeechOut, split_sentences
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 from tests.x_server import x_server
 
 
@@ -44,9 +44,9 @@ def test_a_reply_with_a_nul_is_spoken_without_it(tts):
 
 
 def test_a_status_client_that_never_reads_does_not_block_the_others(tmp_path):
-    from device.service.status_socket import StatusServer, read_status
+    from device.service.status_socket import STATUS_KEYS, StatusServer, read_status
 
-    big = {"turns": ["x" * 1000] * 2000}  # about 2 MB: more than a socket buffer holds
+    big = dict.fromkeys(STATUS_KEYS, 0) | {"turns": ["x" * 1000] * 2000}  # about 2 MB: more than a socket buffer holds
     server = StatusServer(lambda: big, tmp_path / "status.sock")
     try:
         stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -76,6 +76,31 @@ def test_garbage_on_the_status_socket_is_a_clear_error(tmp_path):
     with pytest.raises(OrinAvatarError, match="not orin-avatar's status"):
         read_status(path, timeout=5)
     listener.close()
+
+
+@pytest.mark.parametrize("answer", [b"[1, 2, 3]", b'{"state": "ready"}', b'"ready"'])
+def test_json_of_another_shape_on_the_status_socket_is_one_line(tmp_path, answer):
+    """JSON, but not the daemon's status: `status` and `doctor` ended in a KeyError traceback before."""
+    path = tmp_path / "status.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(4)
+
+    def serve() -> None:
+        for _ in range(2):
+            client, _ = listener.accept()
+            client.sendall(answer)
+            client.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    env = {"RUNTIME_DIRECTORY": str(tmp_path)}
+    status, doctor = run_cli("status", env=env), run_cli("doctor", env=env)
+    listener.close()
+    assert status.returncode == 2 and status.stderr.strip().splitlines() == [
+        f"orin-avatar: error: the status socket {path} answered something that is not orin-avatar's status; "
+        "is another program listening there?"
+    ]
+    assert "Traceback" not in doctor.stderr and "not orin-avatar's status" in doctor.stdout
 
 
 def test_an_x_server_reached_only_by_its_abstract_socket_is_found():
@@ -327,10 +352,6 @@ def test_a_full_disk_under_the_speaker_loses_replies_not_the_robot(store, tmp_pa
     assert stderr.count("the speaker failed") == 1, stderr[-3000:]
 
 
-def _threads(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/task"))
-
-
 def test_a_large_knowledge_base_reloads_beside_the_conversation(store, tmp_path, daemons):
     """3,000 intents take a minute to embed: the watchdog goes on pinging (a reload is work, not a hang),
     `status` answers, and SIGTERM ends the daemon at once, the old knowledge base kept until then
@@ -359,21 +380,16 @@ def test_a_large_knowledge_base_reloads_beside_the_conversation(store, tmp_path,
     assert "the reload under way is left" in stderr
 
 
-def test_reloads_keep_the_thread_count_flat(store, tmp_path, daemons):
-    """A SIGHUP storm: each reload used to start a speech-cache thread of its own and never stop it."""
-    daemon = _daemon(tmp_path, store, [60.0])
-    daemons.append(daemon)
-    daemon.wait_for("READY=1", 120)
-    daemon.receive(time.monotonic() + 2)
-    before = _threads(daemon.process.pid)
-    for _ in range(12):
-        daemon.signal(signal.SIGHUP)
-        daemon.receive(time.monotonic() + 0.3)
-    _wait(daemon, lambda s: s["knowledge"]["last_reload"].startswith("ok"), 30)
-    daemon.receive(time.monotonic() + 2)
-    assert _threads(daemon.process.pid) <= before
-    code, _, stderr = daemon.stop()
-    assert code == 0, stderr[-2000:]
+def test_one_speech_cache_thread_however_many_reloads(tts):
+    """A SIGHUP storm: each reload started a speech-cache thread of its own and never stopped the old one
+    (threads 22 -> 32). Now the reload sends the cache's one thread its newest list."""
+    speech = SpeechOut(tts)
+    for reload in range(6):
+        speech.prepare([f"Room {reload * 10 + i} is on the second floor." for i in range(8)])
+    assert [t.name for t in threading.enumerate()].count("speech-cache") == 1
+    assert speech.wait_prepared(120)
+    speech.stop_preparing()
+    assert "speech-cache" not in [t.name for t in threading.enumerate()]
 
 
 def test_a_second_daemon_on_the_same_state_directory_refuses_to_start(store, tmp_path, daemons):
@@ -427,3 +443,116 @@ def test_start_up_that_fails_after_loading_ends_with_one_line_not_an_abort(store
         assert result.returncode == 2, result.stderr[-2000:]
         assert result.stderr.strip().splitlines()[-1].startswith("orin-avatar: error: "), result.stderr[-2000:]
         assert "terminate called" not in result.stderr
+
+
+def test_a_reply_with_nothing_speakable_says_so_instead_of_silence(tts, caplog):
+    from device.conversation.speech_out import NOTHING_TO_SAY
+
+    speech = SpeechOut(tts, cache=False)
+    chunks = list(speech.chunks(1, ["\U0001f600 \U0001f389 %%%"], threading.Event()))
+    assert [c.text for c in chunks if c.text] == [NOTHING_TO_SAY] and chunks[-1].last
+    assert "nothing in the reply" in caplog.text
+    assert list(speech.chunks(2, ["   "], threading.Event())) == []  # no reply at all stays none
+
+
+def test_a_sentence_that_expands_beyond_one_synthesis_is_bounded(tts, caplog):
+    """30 "words" of 40 digits: 144 s of audio and 2.2 GB in one call before; now at most one call's worth."""
+    from device.conversation.speech_out import MAX_PHONEMES_PER_CALL
+
+    speech = SpeechOut(tts, cache=False)
+    digits = " ".join(["1234567890" * 4] * 30) + "."
+    audio = np.concatenate([c.audio for c in speech.chunks(1, [digits], threading.Event())])
+    assert len(audio) / tts.sample_rate < MAX_PHONEMES_PER_CALL * 0.15  # well under 144 s
+    assert "more than one synthesis takes" in caplog.text
+
+
+def test_a_read_only_state_directory_is_one_line_and_a_failed_check(store, tmp_path):
+    """As a read-only home gives it: before, `run` ended in a PermissionError traceback and `doctor` did not look."""
+    import json
+
+    from tests.test_daemon import _visit
+
+    readonly = tmp_path / "readonly"
+    readonly.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(readonly)]).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        env = {"ORIN_AVATAR_HOME": str(readonly / "state")}
+        mic = _visit(tmp_path / "visit.wav", [1.0])
+        ran = run_cli(
+            "--store", str(store.root), "run", "--mic", str(mic), "--speaker", str(tmp_path / "r.wav"), env=env
+        )
+        doctor = run_cli("--store", str(store.root), "doctor", "--json", env=env)
+    finally:
+        subprocess.run(["umount", "-l", str(readonly)])
+    assert ran.returncode == 2 and len(ran.stderr.strip().splitlines()) == 1, ran.stderr[-2000:]
+    assert "Read-only file system" in ran.stderr and str(readonly / "state") in ran.stderr
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)}
+    assert checks["state directory"]["level"] == "FAIL", checks["state directory"]
+
+
+def test_the_file_display_on_a_full_disk_leaves_no_unplayable_video(tmp_path, caplog):
+    from device.avatar.display import VideoFileSink
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40k", "tmpfs", str(disk)]).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        sink = VideoFileSink(disk / "avatar.mp4", 320, 240, 30)
+        frames = np.random.default_rng(1).integers(0, 255, (20, 240, 320, 3), np.uint8)
+        shown = [sink.show(frames[i % 20]) for i in range(300)]
+        written = sink.close()
+        left = sorted(p.name for p in disk.iterdir())
+    finally:
+        subprocess.run(["umount", "-l", str(disk)])
+    assert False in shown and written == [] and left == []
+    assert "No space left on device" in caplog.text and "the partial video is removed" in caplog.text
+
+
+def test_the_window_opens_when_the_working_directory_is_gone(tmp_path):
+    """A daemon started in a folder since removed: before, the window's spawned child died entering it."""
+    code = (
+        "import os, shutil, sys, time, numpy as np\n"
+        "from device.avatar.display import open_display\n"
+        f"os.makedirs({str(tmp_path / 'gone')!r}); os.chdir({str(tmp_path / 'gone')!r})\n"
+        f"shutil.rmtree({str(tmp_path / 'gone')!r})\n"
+        "sink = open_display('window', 160, 120, 30)\n"
+        "shown = 0\n"
+        "for _ in range(40):\n"
+        "    shown += sink.show(np.full((120, 160, 3), 90, np.uint8)); time.sleep(0.05)\n"
+        "print(sink.name, shown, os.getcwd(), flush=True)\n"
+        "sink.close()\n"
+    )
+    with x_server(160, 120) as (display, _):
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=REPO,
+            env=os.environ | {"DISPLAY": display, "QT_QPA_PLATFORM": "xcb", "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.stdout.split() == ["window", "40", "/"], result.stderr[-2000:]
+    assert "the working directory is not reachable" in result.stderr
+
+
+def test_outputs_are_never_written_through_a_planted_symlink(tmp_path):
+    """The demo's replies, `speak --out`, the replies file of `run` and the engines' locks: a symlink in
+    their place is replaced or refused, and what it points to stays as it was."""
+    from engines.files import file_lock
+
+    from device.audio_file import write_wav
+    from device.sound.speakers import WavFileSpeaker
+
+    target = tmp_path / "precious.conf"
+    target.write_text("keep me\n")
+    for name in ("reply-1.wav", "replies.wav", "build.lock"):
+        (tmp_path / name).symlink_to(target)
+    write_wav(tmp_path / "reply-1.wav", np.zeros(100, np.float32), 16000)
+    assert not (tmp_path / "reply-1.wav").is_symlink() and (tmp_path / "reply-1.wav").stat().st_size > 44
+    with pytest.raises(OrinAvatarError, match="is a symbolic link"):
+        WavFileSpeaker(tmp_path / "replies.wav", 22050)
+    with pytest.raises(OSError), file_lock(tmp_path / "build.lock"):
+        pass
+    assert target.read_text() == "keep me\n"

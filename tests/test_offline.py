@@ -21,12 +21,19 @@ SYSCALLS = "connect,sendto,sendmsg,sendmmsg"
 # A proxy no one runs, on loopback: a client that honours http_proxy (ONNX Runtime's telemetry did) goes
 # there, and strace shows it, without anything reaching a real proxy.
 PROXY_PORT = 9
-_INET = re.compile(r'sin6?_port=htons\((\d+)\), (?:sin_addr=inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6, "([^"]+)")')
+_INET = re.compile(r'sin6?_port=htons\((\d+)\),.*?(?:sin_addr=inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6, "([^"]+)")')
 _RESOLVER = re.compile(r'sun_path="([^"]*(?:nscd|resolve)[^"]*)"')
 
+
+def _can_trace_offline() -> bool:
+    """strace and a network namespace of its own (unshare --net needs root, as make test runs)."""
+    if shutil.which("strace") is None or shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode == 0
+
+
 pytestmark = pytest.mark.skipif(
-    shutil.which("strace") is None or shutil.which("unshare") is None,
-    reason="needs strace and unshare (make test's set-up installs them)",
+    not _can_trace_offline(), reason="needs strace and unshare --net as root (make test's set-up installs them)"
 )
 
 
@@ -66,15 +73,18 @@ def written(home: Path) -> list[str]:
 
 
 def test_the_traced_namespace_records_a_connection_attempt(tmp_path):
-    """The recipe itself: a connect to the proxy, and a name lookup, are seen (so an empty list means none)."""
+    """The recipe itself: connects over IPv4 and IPv6, and a name lookup, are seen (an empty list means none)."""
     log = tmp_path / "strace.log"
     probe = (
-        "import socket\ntry: socket.create_connection(('127.0.0.1', %d), 1)\nexcept OSError: pass\n"
+        "import socket\n"
+        "for host in ('127.0.0.1', '::1'):\n"
+        "    try: socket.create_connection((host, %d), 1)\n"
+        "    except OSError: pass\n"
         "try: socket.getaddrinfo('example.org', 443)\nexcept OSError: pass\n" % PROXY_PORT
     )
     subprocess.run([*offline(log), sys.executable, "-c", probe], check=True, timeout=60)
     seen = destinations(log)
-    assert f"127.0.0.1:{PROXY_PORT}" in seen
+    assert f"127.0.0.1:{PROXY_PORT}" in seen and f"::1:{PROXY_PORT}" in seen, seen
     assert any(d.endswith(":53") or "nscd" in d or "resolve" in d for d in seen), seen
 
 

@@ -1,10 +1,14 @@
 """ONNX Runtime's optimized graphs kept in the model store: made on a model's first load and loaded by
-the next with the same outputs; one that does not load is made again, and where none can be kept the
-model still loads."""
+the next with the same outputs; one that does not load, or whose bytes changed, is made again, and where
+none can be kept the model still loads."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+
+import onnx
+from onnx import numpy_helper
 
 from engines.backends import OPTIMIZED_DIR, open_runner
 from engines.model_specs import MODELS
@@ -42,16 +46,34 @@ def test_the_first_load_keeps_the_optimized_graph_and_the_next_load_uses_it(stor
     first_from, first = _load(store, asr, beckett, kept)
     second_from, second = _load(store, asr, beckett, kept)
     assert (plain_from, first_from, second_from) == (model, model, kept)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([kept.name, another.name])  # no partial file left
+    kept_files = [kept.name, kept.name + ".sha256", another.name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept_files)  # no partial file left
     assert len(plain) > 5 and first == second == plain
 
 
 def test_an_optimized_graph_that_does_not_load_is_made_again(store, asr, beckett, tmp_path, caplog):
     kept = _kept(store, tmp_path)
     kept.write_bytes(b"\x08\x07 cut short by a power loss")
+    kept.with_name(kept.name + ".sha256").write_text(hashlib.sha256(kept.read_bytes()).hexdigest())
     loaded_from, _ = _load(store, asr, beckett, kept)
     assert loaded_from == store.path(MODELS[NAME].model)
     assert f"the optimized graph {kept} does not load" in caplog.text
+    assert _load(store, asr, beckett, kept)[0] == kept
+
+
+def test_an_optimized_graph_changed_on_disk_is_made_again(store, asr, beckett, tmp_path, caplog):
+    """Its weights altered (a bit flip, or a hand): it would load and answer otherwise, unseen. Its bytes no
+    longer match the sha256 it was kept with, so it is made again from the verified model."""
+    kept = _kept(store, tmp_path)
+    plain = _load(store, asr, beckett)[1]
+    assert _load(store, asr, beckett, kept)[0] != kept  # made and kept
+    graph = onnx.load(kept)
+    weights = max(graph.graph.initializer, key=lambda t: t.ByteSize())
+    weights.CopyFrom(numpy_helper.from_array(-numpy_helper.to_array(weights), weights.name))
+    onnx.save(graph, kept)
+    loaded_from, tokens = _load(store, asr, beckett, kept)
+    assert loaded_from == store.path(MODELS[NAME].model) and tokens == plain
+    assert "is not the one kept" in caplog.text
     assert _load(store, asr, beckett, kept)[0] == kept
 
 

@@ -79,9 +79,9 @@ def test_words_judged_at_a_pause_are_embedded_once_for_their_answer(text_encoder
     embedded = []
 
     class Counting:  # the real encoder, counting the texts it embeds
-        def embed(self, texts):
+        def embed(self, texts, between=lambda: None):
             embedded.extend(texts)
-            return text_encoder.embed(texts)
+            return text_encoder.embed(texts, between)
 
     dialogue = Dialogue(Counting(), load_knowledge(), load_settings().dialogue)
     embedded.clear()  # the knowledge base's examples

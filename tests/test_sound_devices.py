@@ -179,8 +179,14 @@ ctl.!default { type pulse }
 
 
 @pytest.fixture
-def pulse(tmp_path):
-    """Our own PulseAudio with a null sink: real-time pacing, reached by PyAudio through ALSA."""
+def pulse(pulse_server):
+    """Our own PulseAudio with a null sink: real-time pacing, reached by PyAudio through ALSA (its environment)."""
+    return pulse_server[0]
+
+
+@pytest.fixture
+def pulse_server(tmp_path):
+    """The environment that reaches our own PulseAudio, and its process."""
     runtime = tmp_path / "run"
     runtime.mkdir(mode=0o700)
     env = {"HOME": str(tmp_path), "XDG_RUNTIME_DIR": str(runtime)}
@@ -205,9 +211,10 @@ def pulse(tmp_path):
         if subprocess.run(["pactl", "info"], env=os.environ | env, capture_output=True).returncode == 0:
             break
         time.sleep(0.1)
-    yield env
-    server.terminate()
-    server.wait(timeout=10)
+    yield env, server
+    if server.poll() is None:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def test_captured_frames_equal_the_input_at_real_time_pace(pulse, tmp_path):
@@ -402,3 +409,40 @@ def test_a_microphone_array_on_a_pulseaudio_source_is_heard_through_its_steered_
         middle = slice(rate // 2, len(chirp) - rate // 2)  # the circular plane wave wraps at its ends
         matches[name] = np.corrcoef(captured[lag : lag + len(chirp)][middle], reference[middle])[0, 1]
     assert matches["toward"] > 0.999 and matches["behind"] < 0.9, matches
+
+
+def test_a_sound_card_that_goes_away_mid_reply_drops_the_reply_not_the_speaker(pulse_server):
+    """The sound server dies while a reply plays (a card unplugged): its callback takes nothing more. Before,
+    the speaker waited for room for ever, `busy` stayed set and every later question was heard while speaking."""
+    env, server = pulse_server
+    code = (
+        "import logging, numpy as np, sys, time\n"
+        "logging.basicConfig(level=logging.ERROR)\n"
+        "from device.messages import ReplyChunk\n"
+        "from device.sound.devices import DeviceSpeaker\n"
+        "speaker = DeviceSpeaker(22050)\n"
+        "speaker.play(ReplyChunk(1, 0, 'long', np.full(22050 * 20, 0.2, np.float32), 22050, 0, (), True))\n"
+        "time.sleep(1.0); print('playing', flush=True); sys.stdin.readline(); gone = time.monotonic()\n"
+        "idle = speaker.wait_idle(10)\n"
+        "print(idle, round(time.monotonic() - gone, 1), speaker.fault != '', flush=True)\n"
+        "speaker.close()\n"
+    )
+    (Path(env["HOME"]) / ".asoundrc").write_text(
+        'pcm.!default { type pulse device "robot" }\nctl.!default { type pulse }\n'
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=os.environ | env,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout.readline().strip() == "playing", child.stderr.read()[-2000:]
+    server.kill()
+    server.wait(timeout=10)
+    out, err = child.communicate("\n", timeout=30)
+    idle, seconds, failed = out.split()
+    assert idle == "True" and float(seconds) < 5 and failed == "True", err[-2000:]
+    assert err.count("the speaker failed") == 1, err[-2000:]

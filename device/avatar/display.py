@@ -81,6 +81,17 @@ def child_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
+def _leave_an_unreachable_working_directory() -> None:
+    """A spawned child starts in its parent's working directory and dies when it cannot enter it (a
+    folder removed or closed to the daemon's user since it started): then the daemon moves to "/"
+    (where systemd starts it anyway); relative paths were already broken there."""
+    try:
+        os.listdir(os.getcwd())
+    except OSError:
+        log.warning("the working directory is not reachable: moving to / to start the display's window process")
+        os.chdir("/")
+
+
 class WindowSink:
     """A borderless fullscreen window, drawn by a child process that owns the X connection."""
 
@@ -94,6 +105,7 @@ class WindowSink:
         self._child = context.Process(
             target=_draw_window, name="avatar-window", daemon=True, args=(self._frame.name, self._shape, self._ready)
         )
+        _leave_an_unreachable_working_directory()
         self._child.start()
         self._lost = False
 
@@ -219,6 +231,7 @@ class VideoFileSink:
                 raise OSError(f"OpenCV cannot write video to {self._silent}")
             return
         self._silent, self._shape = self.path.with_suffix(".video" + self.path.suffix), (height, width, 3)
+        self._silent.unlink(missing_ok=True)  # ffmpeg -y would write through a symlink planted there
         self._encoder = subprocess.Popen(
             [
                 self._ffmpeg,
@@ -286,8 +299,9 @@ class VideoFileSink:
         except BrokenPipeError:
             pass
         error = self._encoder.stderr.read().decode(errors="replace").strip()
-        if self._encoder.wait() != 0:
-            log.warning("ffmpeg could not encode %s (%s)", self._silent, error[-300:])
+        if self._encoder.wait() != 0:  # a full disk, say: what it left has no index, no player opens it
+            log.warning("ffmpeg could not encode %s (%s); the partial video is removed", self._silent, error[-300:])
+            self._silent.unlink(missing_ok=True)
             return [p for p in kept if p.exists()]
         if wav is None:
             return [self._silent.replace(self.path)]

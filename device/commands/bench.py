@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from engines.errors import InputError
+from engines.files import write_atomic
 
 from device.app import App
 from device.bench.bargein import ECHO_LEVELS_DB, measure_bargein
@@ -228,7 +229,7 @@ def _turn(app: App, args: argparse.Namespace) -> int:
     report = measure_turns(app, settings, questions, args.repeat)
     print_report(report)
     if args.json_out:
-        args.json_out.write_text(json.dumps(report, indent=2) + "\n")
+        write_atomic(args.json_out, (json.dumps(report, indent=2) + "\n").encode())
         print(f"wrote {args.json_out}")
     if args.plot:
         plot_report(report, args.plot)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from engines.errors import InputError
+from engines.files import write_atomic
 
 from device.app import App
 from device.audio_file import write_wav
@@ -117,9 +118,8 @@ def _demo(app: App, args: argparse.Namespace) -> int:
             report["audio"] = f"reply-{turn.id}.wav"
     rate = speakers[0].sample_rate
     write_wav(out / "replies.wav", np.concatenate([t.reply_audio for t in conversation.turns]), rate)
-    (out / "latency.json").write_text(
-        json.dumps({"threads": threads, "hangover_ms": settings.endpoint.hangover_ms, "turns": turns}, indent=2) + "\n"
-    )
+    latency = {"threads": threads, "hangover_ms": settings.endpoint.hangover_ms, "turns": turns}
+    write_atomic(out / "latency.json", (json.dumps(latency, indent=2) + "\n").encode())
     print_turn_table(turns, expected=[q.intent for q in questions])
     video = _avatar_video(app, conversation.turns, out / "avatar.mp4")
     print(

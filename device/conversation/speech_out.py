@@ -8,6 +8,7 @@ answers) are cached whole, so a kiosk answers its common questions without synth
 
 from __future__ import annotations
 
+import logging
 import queue
 import re
 import threading
@@ -20,12 +21,19 @@ from device.conversation.visemes import viseme_timeline
 from device.messages import ReplyChunk
 from device.models.tts import SpeechChunk, SpeechSynthesizer
 
+log = logging.getLogger(__name__)
+
 CACHE_SIZE = 64  # sentences
 # One synthesis call's bounds: Piper's memory and time grow with the phonemes of a call (a 1,000-word
 # sentence took 70 s and 9.7 GB), so longer sentences are cut at clause breaks, then at word breaks,
 # and a "word" longer than any real one is cut too.
 MAX_WORDS_PER_CHUNK = 30
 MAX_WORD_CHARS = 40
+# ... and what a piece of text expands to: 30 "words" of 40 digits each were 144 s of audio, 2.2 GB, in one call.
+# About 40 s of speech; a sentence that expands to more is said up to there, with a log line.
+MAX_PHONEMES_PER_CALL = 500
+# Said instead of a reply with no speakable word in it (only emoji or signs): silence would leave the visitor waiting.
+NOTHING_TO_SAY = "Sorry, I have no words for that."
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _CLAUSE_END = re.compile(r"(?<=[,;:])\s+")
 _UNSPEAKABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # control characters (a NUL kills espeak)
@@ -80,25 +88,43 @@ class SpeechOut:
         synthesized as soon as its text is there, its sound handed on as it is made; stops early
         when `cancelled` is set. A sentence's text and mouth shapes come with its first chunk. The
         reply's end is a chunk without audio (`last`), since a stream's last sentence is known only after it."""
-        index = start = 0
+        chunk = None
+        unspeakable = ""  # a text with characters but no speakable word
         for text in texts:
-            for sentence in split_sentences(text):
-                for number, spoken in enumerate(self._sound_of(sentence)):
-                    if cancelled.is_set():
-                        return
-                    yield ReplyChunk(
-                        turn,
-                        index,
-                        "" if number else sentence,
-                        spoken.audio,
-                        spoken.sample_rate,
-                        start,
-                        viseme_timeline(spoken.phonemes, start),
-                        False,
-                    )
-                    index, start = index + 1, start + len(spoken.audio)
-        if index and not cancelled.is_set():
-            yield ReplyChunk(turn, index, "", np.zeros(0, np.float32), self.tts.sample_rate, start, (), True)
+            sentences = split_sentences(text)
+            unspeakable = unspeakable or ("" if sentences else text.strip())
+            for chunk in self._chunks_of(turn, sentences, chunk, cancelled):
+                yield chunk
+            if cancelled.is_set():
+                return
+        if chunk is None and unspeakable and not cancelled.is_set():
+            log.warning("nothing in the reply %r can be spoken; saying %r instead", unspeakable[:80], NOTHING_TO_SAY)
+            for chunk in self._chunks_of(turn, [NOTHING_TO_SAY], None, cancelled):
+                yield chunk
+        if chunk is not None and not cancelled.is_set():
+            end = chunk.start + len(chunk.audio)
+            yield ReplyChunk(turn, chunk.index + 1, "", np.zeros(0, np.float32), self.tts.sample_rate, end, (), True)
+
+    def _chunks_of(
+        self, turn: int, sentences: list[str], before: ReplyChunk | None, cancelled: threading.Event
+    ) -> Iterator[ReplyChunk]:
+        """The chunks of `sentences`, numbered and placed after the chunk `before` (None: the reply's first)."""
+        index, start = (before.index + 1, before.start + len(before.audio)) if before is not None else (0, 0)
+        for sentence in sentences:
+            for number, spoken in enumerate(self._sound_of(sentence)):
+                if cancelled.is_set():
+                    return
+                yield ReplyChunk(
+                    turn,
+                    index,
+                    "" if number else sentence,
+                    spoken.audio,
+                    spoken.sample_rate,
+                    start,
+                    viseme_timeline(spoken.phonemes, start),
+                    False,
+                )
+                index, start = index + 1, start + len(spoken.audio)
 
     def prepare(self, texts: list[str]) -> None:
         """Make `texts` (the knowledge base's answers) the cached ones and synthesize them on the speech-cache
@@ -139,18 +165,35 @@ class SpeechOut:
                 with self._lock:
                     if not sentences and self._to_prepare.empty():
                         self._prepared.set()
-                try:
-                    newer = self._to_prepare.get(block=not sentences)
-                    if newer is None:
-                        return
-                    sentences = newer
-                except queue.Empty:
-                    pass
+                newer = self._newest(wait=not sentences)
+                if newer is None and self._stop_preparing.is_set():
+                    return
+                sentences = newer if newer is not None else sentences
                 if sentences:
-                    for _ in self._sound_of(sentences.pop(0)):
-                        pass
+                    self._cache_one(sentences.pop(0))
         finally:
             self._prepared.set()
+
+    def _newest(self, wait: bool) -> list[str] | None:
+        """The newest list sent to the cache's inbox (older ones queued behind it are dropped), or None."""
+        newest = None
+        try:
+            newest = self._to_prepare.get(block=wait)
+            while newest is not None:
+                newest = self._to_prepare.get_nowait()
+        except queue.Empty:
+            pass
+        return newest
+
+    def _cache_one(self, sentence: str) -> None:
+        """Synthesize one answer's sentence into the cache; one that fails is left out, said in the log."""
+        try:
+            for _ in self._sound_of(sentence):
+                pass
+        except Exception:  # the cache's thread serves every reload to come: it must not end on one sentence
+            log.exception(
+                "the sentence %r could not be synthesized for the cache; it is made when asked", sentence[:80]
+            )
 
     def _sound_of(self, sentence: str) -> Iterator[SpeechChunk]:
         """The sentence from the cache, whole; else piece by piece as it is made (and then cached
@@ -163,6 +206,14 @@ class SpeechOut:
             yield cached
             return
         phonemes = [p for group in self.tts.sentences(sentence) for p in group]
+        if len(phonemes) > MAX_PHONEMES_PER_CALL:
+            log.warning(
+                "%r expands to %d sounds, more than one synthesis takes (%d): it is said up to there",
+                sentence[:80],
+                len(phonemes),
+                MAX_PHONEMES_PER_CALL,
+            )
+            phonemes = phonemes[:MAX_PHONEMES_PER_CALL]
         pieces = []
         for piece in self.tts.pieces(phonemes, sentence):
             pieces.append(piece)

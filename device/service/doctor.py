@@ -11,8 +11,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from engines.backends import OPTIMIZED_DIR
 from engines.calibration_table import read_table
 from engines.errors import OrinAvatarError
+from engines.onnxrt_runner import optimized_intact
 from engines.platform import probe_platform
 from engines.store.model_store import state_home, verify_entry
 
@@ -37,7 +39,8 @@ class Check:
 def run_checks(app: App) -> list[Check]:
     checks = [_settings(app)]
     checks += _platform()
-    checks += [_store(app), _tables(app), _engines(), _audio(), _echo_canceller(app)] + _microphone_array(app)
+    checks += [_state_directory(), _store(app), _tables(app), _engines(), _audio(), _echo_canceller(app)]
+    checks += _microphone_array(app)
     checks += [_video(), _display(), _service_user(), _daemon()]
     return checks
 
@@ -101,7 +104,19 @@ def _store(app: App) -> Check:
         return Check("model store", "FAIL", str(exc), "orin-avatar models sync")
     if bad:
         return Check("model store", "FAIL", f"{len(bad)} file(s) fail verification: {', '.join(bad)}", store.sync_hint)
-    return Check("model store", "ok", f"{store.root}: {len(store.entries())} files verified")
+    graphs = [
+        g for g in sorted((store.root / OPTIMIZED_DIR).glob("*.onnx")) if g.with_name(g.name + ".sha256").exists()
+    ]
+    changed = [graph.name for graph in graphs if not optimized_intact(graph)]  # (one kept without a sha256: older)
+    graphs_said = f", {len(graphs) - len(changed)} optimized graphs intact" if graphs else ""
+    if changed:  # each is made again at its next load; say it, since one changed on disk is a question
+        return Check(
+            "model store",
+            "WARN",
+            f"{len(changed)} optimized graph(s) unlike the sha256 kept with them: {', '.join(changed)}",
+            "nothing to do: each is made again from its verified model at the next start",
+        )
+    return Check("model store", "ok", f"{store.root}: {len(store.entries())} files verified{graphs_said}")
 
 
 def _tables(app: App) -> Check:
@@ -121,6 +136,28 @@ def _tables(app: App) -> Check:
         else "none: every model builds in FP16",
         "orin-avatar calibrate",
     )
+
+
+def _state_directory() -> Check:
+    """Engines, optimized graphs, the daemon's lock and socket are written here: a read-only one stops `run`."""
+    state = state_home()
+    existing = next(p for p in (state, *state.parents) if p.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        owner = f"{existing} (owner {_user_name(existing.stat().st_uid)})"
+        return Check(
+            "state directory",
+            "FAIL",
+            f"{state} cannot be written by {_user_name(os.getuid())}: {owner} is read-only for it",
+            "run as the service user, or set ORIN_AVATAR_HOME to a writable folder",
+        )
+    return Check("state directory", "ok", f"{state} is writable")
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:  # no passwd entry (a container's uid)
+        return f"uid {uid}"
 
 
 def _engines() -> Check:

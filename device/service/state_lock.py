@@ -16,8 +16,8 @@ class StateLock:
 
     def __init__(self, state: Path) -> None:
         self.path = state / "daemon.lock"
-        state.mkdir(parents=True, exist_ok=True)
         try:  # O_NOFOLLOW: a symlink planted in its place is not followed
+            state.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
         except OSError as exc:
             raise OrinAvatarError(

@@ -34,6 +34,7 @@ RING_SECONDS = 4.0
 # whose on-axis level the beam gives per frame.
 CAPTURE_BLOCK_S = 0.01
 TRAILING_SILENCE_S = 0.15  # played after the last chunk so the last syllable is not cut by the device
+CARD_STALLED_S = 2.0  # a card whose callback takes nothing for this long has stopped
 CALLBACK_S = 0.01  # the playback callback's buffer: a stop is heard within about this much more
 
 
@@ -261,9 +262,13 @@ class DeviceSpeaker(Speaker):
         """The callback fades out what is queued, where the card is: `samples` stay for the resume."""
 
     def _write(self, samples: np.ndarray) -> None:
+        waited = 0.0
         with self._room:
             while self._queued_samples >= self._ahead and not self._stop.is_set():
+                if waited >= CARD_STALLED_S:  # the callback stopped (a card unplugged): the reply is dropped, said once
+                    raise DeviceError(f"{self.device.name} has taken no sound for {CARD_STALLED_S:.0f} s")
                 self._room.wait(0.1)
+                waited += 0.1
             if not self._stop.is_set():
                 self._queued.append(np.clip(samples, -1, 1).astype(np.float32))
                 self._queued_samples += len(samples)

@@ -9,7 +9,9 @@ lip-sync is scheduled on. Taps (the echo canceller's far end) get every block ha
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import queue
 import threading
 import time
@@ -17,6 +19,8 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+
+from engines.errors import InputError
 
 from device.messages import ReplyChunk
 
@@ -96,12 +100,17 @@ class Speaker:
         self._stop.set()
         self._held.clear()
         self._go.set()
+        closing = False
         while True:
             try:
                 if self._queue.get_nowait() is not None:
                     self._done_one()
+                else:
+                    closing = True
             except queue.Empty:
                 break
+        if closing:  # close() came meanwhile (stop() runs on the speaker's own thread after a failure too)
+            self._queue.put(None)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         return self._idle.wait(timeout)
@@ -123,7 +132,6 @@ class Speaker:
                 fresh = self._play(chunk, block, fresh)
                 if not self._stop.is_set():
                     self._finished_chunk(chunk.last)
-                self.fault = ""
             except Exception as error:  # a device or disk that fails must not end the thread: `busy` would stay set
                 self._failed(error)
             self._done_one()
@@ -140,6 +148,7 @@ class Speaker:
                 fresh = True  # the device ran dry while it waited
                 continue  # the faded block is played again in full on resume
             self._hand(samples, fresh)
+            self.fault = ""  # the device takes samples again
             fresh = False
             self._played += len(samples)
             start += len(samples)
@@ -232,7 +241,13 @@ class WavFileSpeaker(RecordingSpeaker):
 
         self.path = Path(path)
         self.seconds = 0.0
-        self._file = soundfile.SoundFile(str(self.path), "w", sample_rate, 1, "PCM_16")
+        try:  # O_NOFOLLOW: a symlink planted at the path is refused (ELOOP), never written through
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise InputError(f"{self.path} is a symbolic link: give the replies file's own path") from None
+            raise
+        self._file = soundfile.SoundFile(descriptor, "w", sample_rate, 1, "PCM_16", format="WAV", closefd=True)
         super().__init__(sample_rate, realtime=True)
 
     def _write(self, samples: np.ndarray) -> None:
@@ -241,4 +256,7 @@ class WavFileSpeaker(RecordingSpeaker):
 
     def close(self) -> None:
         super().close()
-        self._file.close()
+        try:
+            self._file.close()
+        except Exception as error:  # the header's sizes cannot be written (a full disk): said, not raised at exit
+            log.error("the replies file %s could not be closed whole: %s", self.path, error)
