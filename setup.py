@@ -35,7 +35,8 @@ def fetch_webrtc_sources(folder: Path) -> Path:
     print(f"fetching WebRTC's audio processing sources ({WEBRTC_SDIST[0]}) with pip", flush=True)
     # Without the build environment's PYTHONPATH: the pip of the interpreter that runs this build.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--dest", str(folder)]
+    name = WEBRTC_SDIST[0].split("==")[0]  # its source, not a wheel; what pip builds it with may come as wheels
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", name, "--dest", str(folder)]
     subprocess.run([*command, WEBRTC_SDIST[0]], check=True, env=env)
     archive = folder / WEBRTC_SDIST[1]
     if hashlib.sha256(archive.read_bytes()).hexdigest() != WEBRTC_SHA256:
