@@ -39,6 +39,7 @@ from typing import Callable
 import numpy as np
 
 from engines.errors import RunnerError
+from engines.files import sha256_file
 from engines.runner import Feeds, Runner
 
 SHRINK_EVERY_S = 30.0
@@ -63,24 +64,16 @@ def _cpu_tag() -> str:
     return f"{platform.machine()}-{hashlib.sha256(features.encode()).hexdigest()[:8]}"
 
 
-def _digest_of(optimized: Path) -> Path:
+def digest_of(optimized: Path) -> Path:
     """Beside each kept optimized graph, the sha256 it was kept with."""
     return optimized.with_name(optimized.name + ".sha256")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while block := file.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def optimized_intact(optimized: Path) -> bool:
     """Whether a kept optimized graph still has the bytes it was kept with (a graph changed on disk would
     run with other weights, unseen: the model store's manifest covers only the models themselves)."""
     try:
-        return _digest_of(optimized).read_text().strip() == _sha256(optimized)
+        return digest_of(optimized).read_text().strip() == sha256_file(optimized)
     except OSError:
         return False
 
@@ -155,7 +148,7 @@ class OnnxRuntimeRunner(Runner):
         kept, or one that does not load: removed)."""
         if self.optimized is None or not self.optimized.is_file():
             return None
-        if not _digest_of(self.optimized).is_file():
+        if not digest_of(self.optimized).is_file():
             log.info(
                 "%s: %s was kept without its sha256 (an older version); optimizing again", self.name, self.optimized
             )
@@ -166,7 +159,7 @@ class OnnxRuntimeRunner(Runner):
                 "%s: the optimized graph %s is not the one kept (its sha256 differs from %s); optimizing again",
                 self.name,
                 self.optimized,
-                _digest_of(self.optimized).name,
+                digest_of(self.optimized).name,
             )
             self._remove_optimized()
             return None
@@ -184,7 +177,7 @@ class OnnxRuntimeRunner(Runner):
 
     def _remove_optimized(self) -> None:
         self.optimized.unlink(missing_ok=True)
-        _digest_of(self.optimized).unlink(missing_ok=True)
+        digest_of(self.optimized).unlink(missing_ok=True)
 
     def _optimize_and_keep(self, ort):
         """The session from the model, its optimized graph kept at `optimized` (older ones of the model
@@ -202,11 +195,11 @@ class OnnxRuntimeRunner(Runner):
             self._not_kept(partial, exc)
             return None
         try:  # the session is made; only the keeping can fail from here
-            digest = _sha256(partial)
+            digest = sha256_file(partial)
             for older in self.optimized.parent.glob(f"{self.path.stem}@*.onnx"):  # not *.partial: others' work
                 older.unlink(missing_ok=True)
-                _digest_of(older).unlink(missing_ok=True)
-            _digest_of(self.optimized).write_text(digest + "\n")
+                digest_of(older).unlink(missing_ok=True)
+            digest_of(self.optimized).write_text(digest + "\n")
             partial.replace(self.optimized)
         except OSError as exc:
             self._not_kept(partial, exc)

@@ -4,6 +4,7 @@ an X server reachable only through its abstract socket."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -283,6 +284,18 @@ stat -c '%u %a' /run/state/replies.wav > {out}/replies.stat
     assert (tmp_path / "replies.stat").read_text().split() == [str(uid), "640"]  # the service user's, UMask=0027
 
 
+@contextlib.contextmanager
+def _tmpfs(path, options: str):
+    """A small tmpfs mounted at `path` (a full or read-only disk, for real), unmounted after; skips without root."""
+    path.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)]).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)])
+
+
 # --- the real daemon (tests/test_daemon.py's Daemon) with a fault injected -------------------------
 
 
@@ -331,11 +344,7 @@ def test_a_full_disk_under_the_speaker_loses_replies_not_the_robot(store, tmp_pa
     """The replies file on a small tmpfs: once it is full a reply cannot be played, the speaker says so in
     one line, and later questions are still answered (before, the speaker thread died, `busy` stayed set
     and every later question was "heard while speaking")."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(disk)]).returncode != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    try:
+    with _tmpfs(tmp_path / "disk", "size=200k") as disk:
         questions = ["04-tickets.wav", "02-opening.wav", "05-wifi.wav", "03-restrooms.wav"]
         daemon = _daemon(
             tmp_path, store, [1.0] + [p for q in questions for p in (q, 7.0)], speaker=disk / "replies.wav"
@@ -346,8 +355,6 @@ def test_a_full_disk_under_the_speaker_loses_replies_not_the_robot(store, tmp_pa
         assert status["tally"] == {"answered": 4}, status["tally"]  # none "heard while speaking"
         assert "failing: " in status["devices"]["speaker"] and status["conversation"] in ("idle", "listening")
         code, _, stderr = daemon.stop()
-    finally:
-        subprocess.run(["umount", "-l", str(disk)])
     assert code == 0 and "Exception in thread" not in stderr, stderr[-3000:]
     assert stderr.count("the speaker failed") == 1, stderr[-3000:]
 
@@ -472,19 +479,13 @@ def test_a_read_only_state_directory_is_one_line_and_a_failed_check(store, tmp_p
 
     from tests.test_daemon import _visit
 
-    readonly = tmp_path / "readonly"
-    readonly.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(readonly)]).returncode != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    try:
+    with _tmpfs(tmp_path / "readonly", "ro,size=64k") as readonly:
         env = {"ORIN_AVATAR_HOME": str(readonly / "state")}
         mic = _visit(tmp_path / "visit.wav", [1.0])
         ran = run_cli(
             "--store", str(store.root), "run", "--mic", str(mic), "--speaker", str(tmp_path / "r.wav"), env=env
         )
         doctor = run_cli("--store", str(store.root), "doctor", "--json", env=env)
-    finally:
-        subprocess.run(["umount", "-l", str(readonly)])
     assert ran.returncode == 2 and len(ran.stderr.strip().splitlines()) == 1, ran.stderr[-2000:]
     assert "Read-only file system" in ran.stderr and str(readonly / "state") in ran.stderr
     checks = {c["name"]: c for c in json.loads(doctor.stdout)}
@@ -494,18 +495,12 @@ def test_a_read_only_state_directory_is_one_line_and_a_failed_check(store, tmp_p
 def test_the_file_display_on_a_full_disk_leaves_no_unplayable_video(tmp_path, caplog):
     from device.avatar.display import VideoFileSink
 
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=40k", "tmpfs", str(disk)]).returncode != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    try:
+    with _tmpfs(tmp_path / "disk", "size=40k") as disk:
         sink = VideoFileSink(disk / "avatar.mp4", 320, 240, 30)
         frames = np.random.default_rng(1).integers(0, 255, (20, 240, 320, 3), np.uint8)
         shown = [sink.show(frames[i % 20]) for i in range(300)]
         written = sink.close()
         left = sorted(p.name for p in disk.iterdir())
-    finally:
-        subprocess.run(["umount", "-l", str(disk)])
     assert False in shown and written == [] and left == []
     assert "No space left on device" in caplog.text and "the partial video is removed" in caplog.text
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from engines.backends import OPTIMIZED_DIR
 from engines.calibration_table import read_table
 from engines.errors import OrinAvatarError
-from engines.onnxrt_runner import optimized_intact
+from engines.onnxrt_runner import digest_of, optimized_intact
 from engines.platform import probe_platform
 from engines.store.model_store import state_home, verify_entry
 
@@ -104,9 +104,7 @@ def _store(app: App) -> Check:
         return Check("model store", "FAIL", str(exc), "orin-avatar models sync")
     if bad:
         return Check("model store", "FAIL", f"{len(bad)} file(s) fail verification: {', '.join(bad)}", store.sync_hint)
-    graphs = [
-        g for g in sorted((store.root / OPTIMIZED_DIR).glob("*.onnx")) if g.with_name(g.name + ".sha256").exists()
-    ]
+    graphs = [g for g in sorted((store.root / OPTIMIZED_DIR).glob("*.onnx")) if digest_of(g).exists()]
     changed = [graph.name for graph in graphs if not optimized_intact(graph)]  # (one kept without a sha256: older)
     graphs_said = f", {len(graphs) - len(changed)} optimized graphs intact" if graphs else ""
     if changed:  # each is made again at its next load; say it, since one changed on disk is a question
