@@ -54,6 +54,7 @@ class EngineRecord:
     build_seconds: float = 0.0
     validation: dict = field(default_factory=dict)
     components: dict = field(default_factory=dict)
+    sha256: str = ""  # the engine file's, as built and validated: a changed file is rebuilt, never run
 
 
 class EngineCache:

@@ -168,7 +168,7 @@ class EngineManager:
             if record.status != "valid":
                 return Outcome(spec.model, None, key.precision, (record.reason,), record)
             if path.is_file():
-                problem = self._validate(spec, key, path, record)
+                problem = self._unchanged(path, record) or self._validate(spec, key, path, record)
                 if problem is None:
                     report(f"{spec.name}: cached {key.precision} engine {key.digest} is valid")
                     return Outcome(spec.model, path, key.precision, (), record)
@@ -201,7 +201,7 @@ class EngineManager:
             forget(self.cache.engine_path(key))
             self.cache.save(key, record)
             return Outcome(spec.model, None, key.precision, (problem,), record)
-        record.status = "valid"
+        record.status, record.sha256 = "valid", sha256_file(self.cache.engine_path(key))
         self.cache.save(key, record)
         report(
             f"{spec.name}: {key.precision} engine ready in {record.build_seconds:.0f} s "
@@ -244,6 +244,11 @@ class EngineManager:
             timing_cache=str(self.cache.timing_cache_path(key.platform)),
             output=str(self.cache.engine_path(key)),
         )
+
+    @staticmethod
+    def _unchanged(path: Path, record: EngineRecord) -> str | None:
+        """Why the engine file is not the one built and validated (None: it is)."""
+        return None if sha256_file(path) == record.sha256 else "its bytes changed since it was built and validated"
 
     def _validate(self, spec: ModelSpec, key: EngineKey, path: Path, record: EngineRecord) -> str | None:
         """Deserialize, create a context, run the golden inputs, compare with ONNX Runtime FP32."""

@@ -94,16 +94,42 @@ def test_silence_and_hiss_start_no_turn(make_conversation):
     assert not conversation.turns and conversation.idle()
 
 
-def test_a_thirty_second_monologue_is_bounded_and_answered(make_conversation, tts):
-    conversation = make_conversation()
+def test_a_monologue_is_cut_at_its_maximum_and_answered_or_gives_way(make_conversation, tts):
+    """Cut at max_utterance_s, it is answered; when the visitor goes on to a question while it is
+    still being recognised, it gives way (60 s of babble held the next question 18 s)."""
     story = " and ".join(["then I walked through the big hall and looked at all the paintings"] * 12)
     monologue = spoken(tts, story)  # one run-on sentence without a pause long enough to end it
     assert len(monologue) > 25 * 16000
-    play_visit(conversation, [Question(monologue, "monologue")], realtime=False)
-    first = conversation.turns[0]
+    question = spoken(tts, "How much is a ticket?")
+    silence = np.zeros(FRAME, np.float32)
+
+    def cut_off(conversation) -> None:
+        frames = (monologue[i : i + FRAME] for i in range(0, len(monologue) - FRAME + 1, FRAME))
+        while not conversation.turns:  # the monologue until it is cut: a turn is made at the cut
+            conversation.feed(next(frames))
+
+    def until_idle(conversation) -> None:
+        for _ in range(3000):
+            conversation.feed(silence)
+            if conversation.turns and all(t.done.wait(0.01) for t in conversation.turns) and conversation.idle():
+                return
+
+    alone = make_conversation()
+    cut_off(alone)
+    until_idle(alone)
+    first = alone.turns[0]
     assert first.utterance.truncated and first.utterance.seconds <= 15.0
     assert first.answer is not None and first.answer.text  # a polite answer, no crash
-    assert all(t.done.is_set() for t in conversation.turns)
+
+    followed = make_conversation()
+    cut_off(followed)
+    for frame in range(0, len(question) - FRAME + 1, FRAME):
+        followed.feed(question[frame : frame + FRAME])
+    until_idle(followed)
+    monologue_turn, question_turn = followed.turns
+    assert monologue_turn.utterance.truncated and monologue_turn.ignored == "cut off and talked over"
+    assert words(question_turn.transcript) == ["how", "much", "is", "a", "ticket"]
+    assert question_turn.answer.intent == "tickets" and question_turn.chunks
 
 
 def test_stop_cancels_synthesis_and_playback(make_conversation, tts):

@@ -88,9 +88,29 @@ def test_corrupt_engine_file_is_rebuilt(trt, store, tmp_path, tables):
     outcome.engine.write_bytes(b"\x00garbage" * 100)
     seen, report = lines()
     again = manager(store, tmp_path, tables).ensure("face", report=report)
-    assert any("unusable" in line and "could not deserialize" in line for line in seen)
+    assert any("unusable (its bytes changed" in line for line in seen)
     assert again.engine == outcome.engine and again.record.status == "valid"
     assert outcome.engine.read_bytes().startswith(b"TRTSIM")
+
+
+def test_an_engine_changed_after_its_build_is_rebuilt_not_run(trt, store, tmp_path, tables):
+    """An engine that still deserializes but is not the file that was validated (edited, or another
+    model's engine copied over it) is rebuilt, as a changed store file is."""
+    import struct
+
+    make_table(store, "face", tables)
+    outcome = manager(store, tmp_path, tables).ensure("face")
+    data = outcome.engine.read_bytes()
+    magic, size = data[:8], struct.unpack("<I", data[8:12])[0]
+    header = json.loads(data[12 : 12 + size]) | {"edited": True}
+    blob = json.dumps(header).encode()
+    outcome.engine.write_bytes(magic + struct.pack("<I", len(blob)) + blob + data[12 + size :])
+    with TensorRTRunner("face", outcome.engine, precision="int8") as edited:  # it still loads and runs
+        edited.infer(MODELS["face"].golden())
+    seen, report = lines()
+    again = manager(store, tmp_path, tables).ensure("face", report=report)
+    assert any("unusable (its bytes changed since it was built" in line for line in seen)
+    assert again.record.status == "valid" and b"edited" not in outcome.engine.read_bytes()
 
 
 def test_engine_from_another_tensorrt_version_is_never_reused(trt, store, tmp_path, tables, monkeypatch):

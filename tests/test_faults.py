@@ -29,8 +29,12 @@ def test_long_or_odd_text_becomes_bounded_speakable_pieces():
     pieces = split_sentences(story)
     assert len(pieces) > 30 and all(len(p.split()) <= MAX_WORDS_PER_CHUNK for p in pieces)
     assert sum(len(p.split()) for p in pieces) == 1000  # nothing lost
-    giant = split_sentences("x" * 130_000)  # one 130 KB "word"
-    assert len(giant) == 1 and len(giant[0]) <= 40
+    giant = split_sentences("x" * 130_000)  # one 130 KB "word": said in bounded parts, none of it dropped
+    assert all(len(p) <= 30 * 41 for p in giant) and sum(p.count("x") for p in giant) == 130_000
+    number = "1234567890" * 6  # a 60-digit number: was cut to 40 digits without a word
+    assert split_sentences(f"Call {number}.") == [f"Call {number[:40]} {number[40:]}."]
+    cjk = "博物馆每天上午九点开门晚上六点关门" * 5  # 85 characters without a space
+    assert "".join(p.replace(" ", "") for p in split_sentences(cjk + "。")) == cjk + "。"
     assert split_sentences("Open\x00 at nine.\x1b[2J") == ["Open at nine.", "[2J"]  # control characters gone
     assert split_sentences("...!? \x00") == []  # nothing to say
 

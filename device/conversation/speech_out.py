@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 CACHE_SIZE = 64  # sentences
 # One synthesis call's bounds: Piper's memory and time grow with the phonemes of a call (a 1,000-word
 # sentence took 70 s and 9.7 GB), so longer sentences are cut at clause breaks, then at word breaks,
-# and a "word" longer than any real one is cut too.
+# and a "word" longer than any real one (a long number, CJK text without spaces) is said in parts.
 MAX_WORDS_PER_CHUNK = 30
 MAX_WORD_CHARS = 40
 # ... and what a piece of text expands to: 30 "words" of 40 digits each were 144 s of audio, 2.2 GB, in one call.
@@ -46,12 +46,12 @@ def whole_sentences(text: str) -> list[str]:
 
 def split_sentences(text: str) -> list[str]:
     """Speakable pieces of `text`: sentences, long ones cut into clauses or runs of words of at most
-    MAX_WORDS_PER_CHUNK, control characters removed, overlong "words" shortened."""
+    MAX_WORDS_PER_CHUNK, control characters removed, overlong "words" split into parts of MAX_WORD_CHARS."""
     text = _UNSPEAKABLE.sub(" ", text)
     pieces = []
     for sentence in whole_sentences(text):
         for clause in _CLAUSE_END.split(sentence) if len(sentence.split()) > MAX_WORDS_PER_CHUNK else [sentence]:
-            words = [w[:MAX_WORD_CHARS] for w in clause.split()]
+            words = [w[i : i + MAX_WORD_CHARS] for w in clause.split() for i in range(0, len(w), MAX_WORD_CHARS)]
             pieces += [" ".join(words[i : i + MAX_WORDS_PER_CHUNK]) for i in range(0, len(words), MAX_WORDS_PER_CHUNK)]
     return [p for p in pieces if any(c.isalnum() for c in p)]
 
