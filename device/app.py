@@ -24,7 +24,8 @@ from device.conversation.dialogue import Dialogue
 from device.conversation.knowledge import load_knowledge
 from device.conversation.llm import LlmClient
 from device.conversation.speech_out import SpeechOut
-from device.conversation.turn_loop import KEEP_TURNS, Conversation
+from device.conversation.turn import KEEP_TURNS
+from device.conversation.turn_loop import Conversation
 from device.models import catalog
 from device.settings import MAX_THREADS, BargeInSettings, Settings, load_settings
 from device.sound.echo_canceller import EchoCanceller, EchoCancellerError
@@ -124,6 +125,8 @@ class App:
             bargein,
             echo,
         )
+        policies = conversation.listening.endpointer.policies
+        log.info("turn-taking at a pause: %s", ", then ".join(policy.name for policy in policies))
         # Last: once the cache's thread synthesizes, a start-up that fails would abort the interpreter's exit.
         speech.prepare([i.answer for i in dialogue.intents.values() if i.answer])
         return conversation

@@ -16,10 +16,11 @@ from device.bench.bargein import ASKED, _speech_onset
 from device.bench.hall import Hall, at_snr, load_questions
 from device.conversation.dialogue import Dialogue
 from device.conversation.knowledge import load_knowledge
+from device.conversation.listening import SOUND_CONFIRM_MS
 from device.conversation.reply_room import ReplyRoom
 from device.conversation.sound_onset import SoundOnset
 from device.conversation.speech_out import SpeechOut
-from device.conversation.turn_loop import SOUND_CONFIRM_MS, Conversation
+from device.conversation.turn_loop import Conversation
 from device.conversation.visit import bundled_questions
 from device.messages import ReplyChunk, ReplyPaused, ReplyResumed
 from device.models.voices import VOICES, load_voices, speak

@@ -249,7 +249,7 @@ def test_an_utterance_told_to_wait_longer_bridges_a_longer_pause_and_the_next_on
     utterances = []
     for i, mark in enumerate(pattern):
         if i == 3:
-            endpointer.wait_longer(640)  # 20 frames: the 15-frame (480 ms) pause is bridged
+            endpointer.hold_for(640)  # 20 frames: the 15-frame (480 ms) pause is bridged
         events = endpointer.push(np.full(FRAME, i, np.float32), 0.9 if mark == "S" else 0.1)
         utterances += [(i, e) for e in events if isinstance(e, Utterance)]
     (first_at, first), (second_at, second), (third_at, third) = utterances

@@ -12,8 +12,7 @@ import pytest
 from engines.model_specs import FRAME
 
 from device.audio_file import resample
-from device.conversation.endpointer import Endpointer
-from device.conversation.pause_words import Words
+from device.conversation.pause_words import Words, WordsJudged
 from device.conversation.pause_work import PauseWork
 from device.messages import SpeechPaused, Utterance
 from tests.conftest import ENDPOINT
@@ -40,11 +39,12 @@ def _utterance(pause: SpeechPaused, speech_end: int) -> Utterance:
 
 
 def test_the_pause_words_go_to_the_utterance_that_ended_there(asr, tts, recognition):
-    work = PauseWork(asr, recognition, Endpointer(SETTINGS), knows=lambda words, at_least: False)
+    work = PauseWork(asr, recognition, SETTINGS, knows=lambda words, at_least: False)
     pause = _pause(tts, "Is it possible to")
     work.start(pause)
     wait(work.pending())
-    work.events()  # the feeding thread's next frame: the words' judgement reaches the endpointer
+    # the feeding thread's next frame: the words' judgement comes as a message for the endpointer
+    assert work.news() == [WordsJudged(pause.speech_end, Words.OPEN)]
     assert "possible" in work.words_so_far().lower()
     outcome = work.take(_utterance(pause, pause.speech_end))
     assert outcome.heard is not None and "possible" in outcome.heard.result().text.lower()
@@ -52,13 +52,13 @@ def test_the_pause_words_go_to_the_utterance_that_ended_there(asr, tts, recognit
 
     work.start(pause)  # the same words, but the utterance went on past this pause
     wait(work.pending())
-    work.events()
+    work.news()
     later = work.take(_utterance(pause, pause.speech_end + 10 * FRAME))
     assert later.heard is None and later.words is None and work.pending() == []
 
     work.start(pause)  # ended there, but its audio takes in a last syllable under the hall's margin
     wait(work.pending())
-    work.events()
+    work.news()
     longer = Utterance(pause.heard, 0, pause.speech_end, pause.speech_end + 12 * FRAME, 0)
     taken = work.take(longer)
     assert taken.heard is None and taken.words == Words.OPEN  # recognised again whole; the pause's words stand
@@ -68,7 +68,7 @@ def test_a_visitor_who_goes_on_drops_the_pause_work(asr, tts, recognition):
     """Work not started yet is not done: the recognition thread is busy (a turn's own recognition)."""
     busy = threading.Event()
     recognition.submit(busy.wait, 30)
-    work = PauseWork(asr, recognition, Endpointer(SETTINGS), knows=lambda words, at_least: False)
+    work = PauseWork(asr, recognition, SETTINGS, knows=lambda words, at_least: False)
     pause = _pause(tts, "Can you tell me")
     work.start(pause)
     queued = work.pending()
@@ -76,5 +76,5 @@ def test_a_visitor_who_goes_on_drops_the_pause_work(asr, tts, recognition):
     work.drop()
     busy.set()
     assert all(future.cancelled() for future in queued)
-    assert work.pending() == [] and work.words_so_far() is None and work.events() == []
+    assert work.pending() == [] and work.words_so_far() is None and work.news() == []
     assert work.take(_utterance(pause, pause.speech_end)).heard is None

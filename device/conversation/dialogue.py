@@ -17,7 +17,6 @@ from __future__ import annotations
 import collections
 import datetime
 import functools
-import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,13 +24,13 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from device.conversation.grounding import first_words, grounded_prompt
 from device.conversation.knowledge import Intent, KnowledgeError, load_knowledge
-from device.conversation.llm import LlmClient, LlmError
+from device.conversation.llm import LlmClient
 from device.conversation.spoken_reply import SpokenReply
 from device.models.text_encoder import TextEncoder
 from device.settings import DialogueSettings
 
-log = logging.getLogger(__name__)
 STOP, REPEAT, REPHRASE, GOODBYE, ASK_BACK = "stop", "repeat", "rephrase", "goodbye", "ask_back"
 # Built-ins that act (tell the time, stop talking...) need a closer match than an answer does:
 # "Who won the game yesterday?" is 0.43 from "What day is it today?". Repeating is asked back about
@@ -249,39 +248,10 @@ class Dialogue:
         self, question: str, ranking: list[tuple[str, float]], cancelled: threading.Event
     ) -> SpokenReply | None:
         """The LLM's reply once its first word is in, or None (the knowledge base answers)."""
-        pieces = self.llm.stream(self._prompt(question, ranking), cancelled)
-        asked = self.llm.clock()
-        try:
-            first = next(pieces)
-        except (StopIteration, LlmError) as exc:
-            log.warning(
-                "LLM at %s gave no usable answer (%s); the knowledge base answers",
-                self.llm.settings.url,
-                exc or "an empty reply",
-            )
-            pieces.close()
-            return None
-        return SpokenReply(
-            _chain(first, pieces), self.llm.settings.max_words, round((self.llm.clock() - asked) * 1000, 1)
-        )
-
-    def _prompt(self, question: str, ranking: list[tuple[str, float]]) -> list[dict[str, str]]:
-        """The operator's system prompt, the visit so far, then the closest knowledge-base entries with the
-        question. What changes least comes first, so a server that keeps its last prompt's prefix (llama.cpp,
-        vLLM, Ollama) only reads the new turn: the time to the first word stays flat as a visit goes on."""
-        settings = self.llm.settings
-        closest = [self.intents[name] for name, _ in ranking if name not in self._builtin_names][
-            : settings.grounding_entries
-        ]
-        facts = "\n".join(f"- {intent.examples[0]} {intent.answer}" for intent in closest)
-        messages = [{"role": "system", "content": settings.system_prompt}]
-        for asked, answered in self._visit:
-            if answered.spoken:  # not an answer that was never said (heard while the robot spoke)
-                messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered.spoken}]
-        grounded = (
-            f"Facts to answer from (never contradict them):\n{facts}\n\nQuestion: {question}" if facts else question
-        )
-        return messages + [{"role": "user", "content": grounded}]
+        entries = self.llm.settings.grounding_entries
+        closest = [self.intents[name] for name, _ in ranking if name not in self._builtin_names][:entries]
+        visit = [(asked, answered.spoken) for asked, answered in self._visit]
+        return first_words(self.llm, grounded_prompt(self.llm.settings, question, closest, visit), cancelled)
 
     def _builtin(self, intent: str) -> str:
         now = self.clock()
@@ -317,14 +287,3 @@ def _yes_or_no(reply: str) -> str:
     if any(w in _NO for w in words):
         return "no"
     return "yes" if any(w in _YES for w in words) else ""
-
-
-def _chain(first: str, rest: Iterable[str]):
-    """`first`, then the rest of a stream (closing it when closed)."""
-    try:
-        yield first
-        yield from rest
-    finally:
-        close = getattr(rest, "close", None)
-        if close is not None:
-            close()

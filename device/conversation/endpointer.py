@@ -5,14 +5,10 @@ silence; a monologue is cut at `max_utterance_s`. A short silence after speech e
 so recognition (and the end-of-turn model) can start speculatively while the hangover runs out,
 and `SpeechResumed` voids it if the visitor goes on.
 
-The hangover of a pause: the fixed `hangover_ms` without an end-of-turn model, or while its verdict
-on this pause has not arrived (a slow model costs nothing over today's wait); once it has,
-`min_hangover_ms` if it judged the visitor finished, `max_hangover_ms` if not. With
-`wait_after_open_words`, the pause's speculative words (`heard`) come first: when they leave the
-sentence open ("Where is the ...", device/conversation/pause_words.py) the pause lasts
-`max_hangover_ms` whatever the model says, and a "finished" verdict waits for them. With
-`end_on_known_question`, words that are a question the knowledge base answers with confidence end
-the pause after `min_hangover_ms` (unless the model judged the visitor unfinished).
+How long a pause must last is the turn-taking policies' call (device/conversation/turn_taking.py): the
+fixed hangover until the end-of-turn model's verdict (`judge`) or the judgement of the pause's
+speculative words (`heard`) arrives, then theirs. The endpointer has one owner, the feeding thread,
+which hands it those messages; a held reply's hold comes the same way (`hold_for`).
 """
 
 from __future__ import annotations
@@ -23,6 +19,7 @@ from engines.model_specs import FRAME
 
 from device.conversation.noise_floor import NoiseFloor, level_db
 from device.conversation.pause_words import Words
+from device.conversation.turn_taking import Pause, pause_frames, pause_policies
 from device.messages import EndOfTurnVerdict, SpeechPaused, SpeechResumed, SpeechStarted, Utterance
 from device.settings import EndpointSettings
 
@@ -42,17 +39,11 @@ class Endpointer:
     def __init__(self, settings: EndpointSettings, judged: bool = False) -> None:
         """`judged`: an end-of-turn model will send its verdict on each pause (`judge`)."""
         self.settings = settings
-        self._judged = judged
+        self.policies = pause_policies(settings, judged)
         self._onset = settings.frames(settings.onset_ms)
-        self._hangover = settings.frames(settings.hangover_ms)
-        self._quiet_hangover = (
-            settings.frames(settings.quiet_hangover_ms) if settings.quiet_hangover_ms else self._hangover
-        )
-        self._min_hangover = settings.frames(settings.min_hangover_ms)
-        self._max_hangover = settings.frames(settings.max_hangover_ms)
         self._pre_roll = settings.frames(settings.pre_roll_ms)
         self._max_frames = settings.frames(settings.max_utterance_s * 1000)
-        self._speculate_after = min(settings.frames(SPECULATE_AFTER_MS), self._hangover)
+        self._speculate_after = min(settings.frames(SPECULATE_AFTER_MS), settings.frames(settings.hangover_ms))
         self._floor = NoiseFloor(settings.frames(FLOOR_WINDOW_MS), FLOOR_PERCENTILE)
         self.reset()
 
@@ -70,7 +61,7 @@ class Endpointer:
         self._speech_start = 0  # stream sample where the current speech began
         self._complete: bool | None = None  # the end-of-turn verdict on the current pause, once it arrived
         self._words: Words | None = None  # what the words before the current pause are, once heard
-        self._least_pause = 0  # frames of silence the current utterance waits at least (`wait_longer`)
+        self._least_pause = 0  # frames of silence the current utterance waits at least (`hold_for`)
         self._quiet = False  # the current pause's fixed hangover is quiet_hangover_ms
 
     @property
@@ -173,22 +164,15 @@ class Endpointer:
             return [self._finish(self._position - 1, truncated=False)]
         return []
 
-    def wait_longer(self, ms: int) -> None:
-        """The current utterance ends only after at least `ms` of silence (its pauses included)."""
+    def hold_for(self, ms: int) -> None:
+        """The current utterance ends only after at least `ms` of silence (its pauses included): a reply
+        the visitor's speech holds (barge-in) waits for their whole question."""
         self._least_pause = self.settings.frames(ms)
 
     def _pause_limit(self) -> int:
         """Frames of silence that end the current pause."""
-        awaiting_words = self.settings.wait_after_open_words and self._words is None
-        if self._words is Words.OPEN:
-            limit = self._max_hangover
-        elif self._words is Words.KNOWN_QUESTION and self._complete is not False:
-            limit = self._min_hangover
-        elif not self._judged or self._complete is None or self._complete and awaiting_words:
-            limit = self._quiet_hangover if self._quiet else self._hangover
-        else:
-            limit = self._min_hangover if self._complete else self._max_hangover
-        return max(limit, self._least_pause)
+        pause = Pause(self._quiet, self._complete, self._words)
+        return max(pause_frames(self.policies, pause), self._least_pause)
 
     def _in_a_quiet_room(self) -> bool:
         """The loudest tenth of the utterance's frames stands `quiet_over_floor_db` over the noise floor.

@@ -21,6 +21,8 @@ examples are the starts of other questions ("What time ... do you open?").
 from __future__ import annotations
 
 import enum
+import re
+from dataclasses import dataclass
 from typing import Callable
 
 from device.models.asr import words
@@ -28,6 +30,11 @@ from device.settings import EndpointSettings
 
 OPEN_WORDS = frozenset("a an the my your our their its every to and or but if because than whether".split())
 OPENERS = frozenset({("excuse", "me")})  # words that, said alone, open a question
+# Said over a reply, these keep it going: listeners' acknowledgements, not questions.
+BACKCHANNELS = frozenset(
+    "mm hm hmm mhm mmhmm mmhm uh huh uhhuh aha ah oh okay ok yeah yes yep right sure alright "
+    "i see wow cool nice great".split()
+)
 
 
 class Words(enum.Enum):
@@ -36,6 +43,14 @@ class Words(enum.Enum):
     OPEN = "open"  # the sentence goes on ("Where is the")
     KNOWN_QUESTION = "known question"  # a question the knowledge base answers with confidence
     OTHER = "other"
+
+
+@dataclass(frozen=True)
+class WordsJudged:
+    """The words before the pause after `speech_end` were judged (the endpointer's to act on)."""
+
+    speech_end: int
+    words: Words
 
 
 def leaves_open(transcript: str) -> bool:
@@ -57,3 +72,13 @@ def judge_words(transcript: str, settings: EndpointSettings, knows: Callable[[st
     if settings.end_on_known_question and words(transcript) and knows(transcript, settings.known_question_threshold):
         return Words.KNOWN_QUESTION
     return Words.OTHER
+
+
+def backchannel(transcript: str) -> bool:
+    """Nothing but acknowledgements ("mm-hm", "okay", "yeah") or no words at all (a cough)."""
+    return all(word in BACKCHANNELS for word in spoken_words(transcript))
+
+
+def spoken_words(transcript: str) -> list[str]:
+    """The words of a transcript, lower case, a hyphen's halves apart ("mm-hm": "mm", "hm")."""
+    return re.findall(r"[a-z]+", transcript.lower())

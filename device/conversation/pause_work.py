@@ -1,8 +1,8 @@
 """A pause's work: while the endpointer waits out a short silence, the utterance so far is recognised
 (speculatively, so its words are in when the pause ends), its words are judged (open words, a known
 question: device/conversation/pause_words.py) and the end-of-turn model is asked. Their results come
-back to the feeding thread, which owns this object and hands them to the endpointer frame by frame;
-the work itself runs on the recognition and end-of-turn threads."""
+back to the feeding thread, which owns this object, as messages (`news`) it hands to the endpointer
+frame by frame; the work itself runs on the recognition and end-of-turn threads."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
-from device.conversation.endpointer import SPECULATE_AFTER_MS, Endpointer
-from device.conversation.pause_words import Words, judge_words, judges_words
+from device.conversation.endpointer import SPECULATE_AFTER_MS
+from device.conversation.pause_words import Words, WordsJudged, judge_words, judges_words
 from device.messages import EndOfTurnVerdict, SpeechPaused, Utterance
 from device.models.asr import SpeechRecognizer, Transcript
 from device.models.end_of_turn import EndOfTurnDetector
+from device.settings import EndpointSettings
 
 log = logging.getLogger(__name__)
 # An end-of-turn model that takes longer than a pause has before the fixed hangover ends it, this many
@@ -53,14 +54,14 @@ class PauseWork:
         self,
         asr: SpeechRecognizer,
         recognition: ThreadPoolExecutor,
-        endpointer: Endpointer,
+        settings: EndpointSettings,
         knows: Callable[[str, float], bool],
         end_of_turn: EndOfTurnDetector | None = None,
     ) -> None:
         """`recognition`: the one thread recognition runs on (the turns' own recognitions queue there
         too); `knows`: the dialogue's judgement of a question (pause_words.judge_words)."""
         self.asr = asr
-        self.endpointer = endpointer
+        self.settings = settings
         self.end_of_turn = end_of_turn
         self._recognition = recognition
         self._knows = knows
@@ -79,7 +80,7 @@ class PauseWork:
         stop = threading.Event()
         heard = self._recognition.submit(self.asr.transcribe, pause.audio, stop)
         self._speculative = Speculation(pause.speech_end, len(pause.audio), heard, stop)
-        if judges_words(self.endpointer.settings):
+        if judges_words(self.settings):
             self._words_judged = self._recognition.submit(self._words_of, heard)
         if self._judge_pool is not None and self._late_verdicts < LATE_VERDICTS_TO_STOP:
             self._judging = self._judge_pool.submit(self._judge, pause)
@@ -93,9 +94,8 @@ class PauseWork:
             pending.cancel()  # only drops it if it has not started yet
         self._speculative = self._words_judged = self._judging = None
 
-    def events(self) -> list:
-        """The verdict and the words' judgement that came in since the last frame, handed to the
-        endpointer: the events that follow from them (an utterance ended sooner, or held open)."""
+    def news(self) -> list[EndOfTurnVerdict | WordsJudged]:
+        """The verdicts and the words' judgement that came in since the last frame, for the endpointer."""
         return self._take_verdicts() + self._take_words()
 
     def pending(self) -> list:
@@ -135,12 +135,11 @@ class PauseWork:
         encoder runs here, not on the feeding thread, which must never wait for it."""
         if heard.cancelled() or heard.exception() is not None:
             return Words.OTHER
-        return judge_words(heard.result().text, self.endpointer.settings, self._knows)
+        return judge_words(heard.result().text, self.settings, self._knows)
 
-    def _take_words(self) -> list:
-        """With `wait_after_open_words` or `end_on_known_question`: once the current pause's words are
-        judged, the verdict goes to the endpointer (open words hold the pause open, a question the robot
-        is sure of ends it sooner)."""
+    def _take_words(self) -> list[WordsJudged]:
+        """With `wait_after_open_words` or `end_on_known_question`: the current pause's words, once judged
+        (open words hold the pause open, a question the robot is sure of ends it sooner)."""
         if self._speculative is None or self._words_judged is None:
             return []
         speech_end, judged = self._speculative.speech_end, self._words_judged
@@ -148,7 +147,7 @@ class PauseWork:
             return []
         self._words_given = speech_end
         self._words = Words.OTHER if judged.cancelled() or judged.exception() is not None else judged.result()
-        return self.endpointer.heard(speech_end, self._words)
+        return [WordsJudged(speech_end, self._words)]
 
     def _judge(self, pause: SpeechPaused) -> None:
         """On the end-of-turn thread: a failing model leaves the pause to the fixed hangover."""
@@ -157,17 +156,17 @@ class PauseWork:
         except Exception:
             log.exception("the end-of-turn model failed; this pause gets the fixed hangover")
 
-    def _take_verdicts(self) -> list:
-        """The verdicts that arrived since the last frame, handed to the endpointer."""
-        events = []
+    def _take_verdicts(self) -> list[EndOfTurnVerdict]:
+        """The verdicts that arrived since the last frame."""
+        verdicts = []
         while True:
             try:
                 verdict = self._verdicts.get_nowait()
             except queue.Empty:
-                return events
+                return verdicts
             self._verdict = verdict
-            events += self.endpointer.judge(verdict)
-            late = verdict.cost_ms >= self.endpointer.settings.hangover_ms - SPECULATE_AFTER_MS
+            verdicts.append(verdict)
+            late = verdict.cost_ms >= self.settings.hangover_ms - SPECULATE_AFTER_MS
             self._late_verdicts = self._late_verdicts + 1 if late else 0
             if self._late_verdicts == LATE_VERDICTS_TO_STOP:
                 log.warning(

@@ -7,7 +7,7 @@ words before many make a sentence: docs/lab/end-of-turn.md). What comes after do
 within `[endpoint] rejoin_within_ms` of the last utterance's end is heard with it when the words
 together are the same question to the knowledge base as the new words alone, or one it places at
 least as well ("of the building" alone is half a question; "Where are the restrooms?" after "What
-are your opening hours?" is a question of its own). The turn loop then recognises the two
+are your opening hours?" is a question of its own). The turns stage then recognises the two
 utterances' audio again as one (a recognition cut mid-phrase loses words), unless the robot would do
 the same with the new words alone ("Hello," + "What time do you open?"): then that changes no answer
 and only delays it.

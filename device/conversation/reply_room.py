@@ -7,7 +7,7 @@ room's loud end: a hall's talk has gaps, and a level taken in them (a low percen
 endpointer's noise floor is) lets the talk's louder words through. It is learnt only while a reply
 plays (the visitor's own question before it would make the robot deaf to them for seconds) and never
 taken below QUIETEST_FLOOR_DB: the echo room is digitally silent between the canceller's residues,
-and a real microphone's own noise sits about there. Two judges use it (turn_loop.py): a sound
+and a real microphone's own noise sits about there. Two judges use it (listening.py): a sound
 starting (sound_onset.py) and the VAD's speech, which must also be this loud to pause a reply.
 """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engines.model_specs import SPEECH_RATE
 
-from device.conversation.turn_loop import Turn
+from device.conversation.turn import Turn
 
 STAGES = ("endpoint", "asr", "dialogue", "first_chunk", "first_audio", "processing", "turn")
 

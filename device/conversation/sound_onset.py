@@ -7,7 +7,7 @@ canceller in double talk its third speech frame came 250-550 ms (p50) after a vi
 voice peaked at -58 to -65 dBFS there, while a visitor's first syllable rose 15 dB over the room's
 level within 80-125 ms (p50; docs/lab/bargein.md has the tables). So three 10 ms blocks in a row that
 much louder than the room's level during replies (reply_room.py) hold the reply at once, and the
-VAD must then confirm it is speech (turn_loop.py). With the room's level at the 90th percentile
+VAD must then confirm it is speech (listening.py). With the room's level at the 90th percentile
 rather than a low one, a hall's talk 20 dB under the visitor paused 1-2 of 16 replies (9-13 of 16
 on the 10th); in louder talk it simply stays quiet.
 """

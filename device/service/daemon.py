@@ -35,8 +35,8 @@ from device.avatar.styles import Style, open_style
 from device.conversation.report import turn_report
 from device.conversation.turn_loop import Conversation
 from device.conversation.visitors import VisitorGreeting
-from device.messages import LookAt, Presence
 from device.models import catalog
+from device.service.audience import Audience
 from device.service.heartbeats import Heartbeats
 from device.service.memory import limit_arenas, release_free_memory
 from device.service.notifier import Notifier, watchdog_interval
@@ -48,7 +48,6 @@ from device.sound.echo_room import EchoPath, EchoRoom, active_rms
 from device.sound.microphones import DeviceMicrophone, FileMicrophone
 from device.sound.speakers import WavFileSpeaker
 from device.vision.camera import Camera
-from device.vision.engagement import Engagement, VisitorArrived, VisitorLeft
 from device.vision.perception import Perception
 
 log = logging.getLogger(__name__)
@@ -267,10 +266,9 @@ class Daemon:
                 return
             avatar.on_message(message, lambda: self.speaker.played)
 
-    def _start_perception(self, settings, conversation: Conversation):
-        """Camera -> faces -> engagement: the visit's greeting hears arrivals and departures
-        (device/conversation/visitors.py), the avatar is told who is there and looks at them, and the
-        microphone's beam follows them."""
+    def _start_perception(self, settings, conversation: Conversation) -> Perception | None:
+        """Camera -> faces -> engagement (device/service/audience.py): the visit's greeting hears
+        arrivals and departures, the avatar who is there and where to look, the beam where to point."""
         camera_settings = settings.camera
         greeting = VisitorGreeting(conversation, camera_settings.gate_listening)
         source = str(self.options.camera) if self.options.camera else camera_settings.source
@@ -278,28 +276,9 @@ class Daemon:
             self.camera = None
             return None
         self.camera = Camera(source, camera_settings.width, camera_settings.height, camera_settings.fps)
-
-        def on_event(event) -> None:
-            if isinstance(event, VisitorArrived):
-                self.avatar_inbox.put(Presence(True))
-            greeting.on_event(event)
-            if isinstance(event, VisitorLeft):
-                self.avatar_inbox.put(Presence(False))
-
-        def on_gaze(point: tuple[float, float] | None) -> None:
-            self.avatar_inbox.put(LookAt(point))
-            if point is not None:
-                self.microphone.steer(*camera_settings.direction_of(point))
-
-        return Perception(
-            self.camera,
-            catalog.load_faces(self.app.store, 1),
-            Engagement(camera_settings.engagement()),
-            camera_settings.detect_hz,
-            on_event,
-            on_gaze,
-            self.heartbeats.register("perception", STAGE_DEADLINE_S),
-        )
+        audience = Audience(camera_settings, greeting, self.avatar_inbox, self.microphone.steer)
+        faces = catalog.load_faces(self.app.store, 1)
+        return audience.watch(self.camera, faces, self.heartbeats.register("perception", STAGE_DEADLINE_S))
 
     def _progress(self, line: str) -> None:
         self.notifier.status(line)

@@ -30,7 +30,7 @@ from device.sound.speakers import BLOCK_SECONDS, Speaker, fade_of
 log = logging.getLogger(__name__)
 RING_SECONDS = 4.0
 # A microphone without an array gives 10 ms blocks (the card's period too): a sound over a reply is
-# judged on each as it comes (the turn loop), not once a 32 ms frame is whole; with an array, frames,
+# judged on each as it comes (the listening stage), not once a 32 ms frame is whole; with an array, frames,
 # whose on-axis level the beam gives per frame.
 CAPTURE_BLOCK_S = 0.01
 TRAILING_SILENCE_S = 0.15  # played after the last chunk so the last syllable is not cut by the device
