@@ -125,7 +125,9 @@ setup(
     ],
     extras_require={
         # TensorRT itself comes from JetPack's apt packages (python3-libnvinfer); see README.
-        "jetson": ["pycuda>=2022.2"],
+        # PyCUDA builds against JetPack's CUDA: 12.x on JetPack 6 (Python 3.10), 13 on JetPack 7 (Python
+        # 3.12), which PyCUDA supports from 2025.1.2 (inducer/pycuda#487, cuCtxCreate's change in CUDA 13).
+        "jetson": ["pycuda==2024.1.2; python_version < '3.12'", "pycuda==2025.1.2; python_version >= '3.12'"],
         "test": ["pytest>=7", "scikit-image>=0.21", "pyroomacoustics==0.10.1", "ruff==0.17.6"],  # ruff: pinned, its layout changes
         # The reference the text encoder is checked against; pulls torch (CPU), never needed on a robot.
         "reference": ["sentence-transformers>=3.0"],

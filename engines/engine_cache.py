@@ -32,6 +32,7 @@ class EngineKey:
     dla_core: int | None
     profile: dict
     workspace_mb: int
+    tactic_dram_mb: int
     optimization_level: int
     platform: dict  # TensorRT, CUDA, driver, L4T, GPU, compute capability
 
@@ -50,6 +51,8 @@ class EngineRecord:
     precision: str
     status: str  # valid | failed
     reason: str = ""
+    attempts: int = 1  # builds tried under this key
+    retry_after: float = 0.0  # of an interrupted build (killed, timed out): when to try again (0: never)
     built_at: float = field(default_factory=time.time)
     build_seconds: float = 0.0
     validation: dict = field(default_factory=dict)

@@ -23,6 +23,7 @@ from engines.runner import Feeds, Runner
 
 log = logging.getLogger(__name__)
 FIRST_BACKOFF_S = 5.0
+WARM_UP_CALLS = 3  # trtexec's --warmUp runs for 200 ms; a few calls load what lazy loading leaves
 MAX_BACKOFF_S = 600.0
 
 
@@ -86,9 +87,17 @@ class FallbackRunner(Runner):
         with self._lock:
             self._stats.last_reason = reason
 
-    def attach(self, engine: Runner) -> None:
-        """Start using an engine (activated here, on the worker thread that will run it)."""
+    def attach(self, engine: Runner, warm_up: Feeds | None = None) -> None:
+        """Start using an engine (activated here, on the worker thread that will run it), after running
+        `warm_up` through it WARM_UP_CALLS times: its first calls load kernels lazily and would miss a
+        short deadline (the VAD's 5 ms), which starts the backoff before the engine ever served."""
         self._worker.submit(engine.activate).result()
+        try:
+            for _ in range(WARM_UP_CALLS if warm_up is not None else 0):
+                self._worker.submit(engine.infer, warm_up).result()
+        except BaseException:
+            self._worker.submit(engine.release).result()  # its buffers and context, on the thread that holds them
+            raise
         with self._lock:
             old, self._engine = self._engine, engine
             self._retry_at, self._backoff = 0.0, FIRST_BACKOFF_S

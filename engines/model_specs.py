@@ -34,6 +34,9 @@ class ModelSpec:
     deadline_ms: float  # slower than this, the call is answered on the CPU
     golden: Callable[[], Feeds]  # deterministic inputs for validation
     cpu_reason: str | None = None
+    # It carries its own quantization (Q/DQ nodes): its INT8 rung builds from them, with no table, then
+    # an FP32 one, and on TensorRT 8.6/10.x both need BuilderFlag.INT8 (engines/tensorrt_support.py).
+    quantized: bool = False
     extra_files: tuple[str, ...] = ()  # other store files its wrapper reads (tokenizers, voice settings)
 
     @property
@@ -145,6 +148,7 @@ MODELS: dict[str, ModelSpec] = {
             min_cosine=0.99,
             deadline_ms=150,
             golden=_end_of_turn_golden,
+            quantized=True,  # Smart Turn's own INT8
         ),
         ModelSpec(
             "asr-decoder.onnx",

@@ -52,9 +52,9 @@ def _plan_model(store: ModelStore, tables: Path, version: str, spec: ModelSpec, 
     model = check_onnx(store.path(spec.model), store.root)
     table_path = tables / f"{spec.name}.json"
     rungs = []
-    for precision in tensorrt_support.precisions(version, table_path.is_file()):
+    for precision in tensorrt_support.precisions(version, table_path.is_file(), spec.quantized):
         parsed = model
-        if precision == "int8" and tensorrt_support.strongly_typed(version):
+        if precision == "int8" and tensorrt_support.strongly_typed(version) and not spec.quantized:
             table = read_table(
                 table_path, store.entries()[spec.model].sha256, tensor_names(model), set(weighted_layers(model))
             )
@@ -68,6 +68,10 @@ def _plan_model(store: ModelStore, tables: Path, version: str, spec: ModelSpec, 
     notes = tuple(
         f"{plugin}: avoided by the parser flag NATIVE_INSTANCENORM"
         for plugin in tensorrt_support.needs_plugins(model, version)
+    ) + tuple(
+        f"{r.precision} rung on the GPU: the DLA runs only FP16 and INT8"
+        for r in rungs
+        if dla and not dla_problem and not tensorrt_support.on_dla(r.precision)
     )
     if not usable:
         return ModelPlan(
@@ -76,7 +80,7 @@ def _plan_model(store: ModelStore, tables: Path, version: str, spec: ModelSpec, 
             tuple(rungs),
             dla_problem or "yes",
             "CPU",
-            "every rung would be refused: " + "; ".join(f"{r.precision}: {r.refused}" for r in rungs),
+            "every rung would be refused: " + _reasons(rungs),
             notes,
         )
     skipped = [f"{r.precision}: {r.refused}" for r in rungs[: rungs.index(usable[0])]]
@@ -89,3 +93,10 @@ def _plan_model(store: ModelStore, tables: Path, version: str, spec: ModelSpec, 
         "; ".join(skipped),
         notes,
     )
+
+
+def _reasons(rungs: list[Rung]) -> str:
+    """Each rung's refusal, or the one they share once."""
+    if len({r.refused for r in rungs}) == 1:
+        return rungs[0].refused
+    return "; ".join(f"{r.precision}: {r.refused}" for r in rungs)

@@ -13,6 +13,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from engines.trt_builder import process_logger
+
 log = logging.getLogger(__name__)
 
 TEGRA_RELEASE = Path("/etc/nv_tegra_release")
@@ -81,7 +83,7 @@ def probe_platform() -> Platform:
         # A Runtime, never a Builder: a Builder loads TensorRT's kernel library (about 1.4 GB on 8.6,
         # NVIDIA/TensorRT#3359) and does not give it back, on a device whose CPU and GPU share memory.
         # Builders live only in the build child (engines/trt_builder.py).
-        runtime = trt.Runtime(trt.Logger(trt.Logger.ERROR))
+        runtime = trt.Runtime(process_logger(trt))
         return Platform(
             trt.__version__,
             version,

@@ -21,7 +21,7 @@ import numpy as np
 
 from engines.errors import RunnerError
 from engines.runner import Feeds, Runner
-from engines.trt_builder import register_plugins
+from engines.trt_builder import process_logger
 
 
 class TensorRTRunner(Runner):
@@ -64,9 +64,7 @@ class TensorRTRunner(Runner):
         self._context.pop()
 
     def _load(self, trt) -> None:
-        logger = trt.Logger(trt.Logger.WARNING)
-        register_plugins(trt, logger)
-        runtime = trt.Runtime(logger)
+        runtime = trt.Runtime(process_logger(trt))
         if self.dla_core is not None:
             runtime.DLA_core = self.dla_core
         self._engine = runtime.deserialize_cuda_engine(self.engine_path.read_bytes())
@@ -114,7 +112,8 @@ class TensorRTRunner(Runner):
         return shape
 
     def layers_off_dla(self) -> list[str]:
-        """Layers of a DLA engine that GPU fallback moved to the GPU (DLA work shows as ForeignNode)."""
+        """Layers of a DLA engine that GPU fallback moved to the GPU (DLA work shows as ForeignNode; the
+        reformat copies TensorRT puts at the DLA's edges move data, they did not leave it)."""
         trt = importlib.import_module("tensorrt")
         with self._lock:
             self._context.push()
@@ -123,8 +122,7 @@ class TensorRTRunner(Runner):
             finally:
                 self._context.pop()
         layers = json.loads(text).get("Layers", [])
-        names = [layer.get("Name", "") if isinstance(layer, dict) else str(layer) for layer in layers]
-        return [name for name in names if "ForeignNode" not in name]
+        return [name for name in map(_layer_name, layers) if "ForeignNode" not in name and not _reformat(name)]
 
     def _infer(self, feeds: Feeds) -> dict[str, np.ndarray]:
         with self._lock:
@@ -143,15 +141,16 @@ class TensorRTRunner(Runner):
                 raise RunnerError(f"{self.name}: input {name} of shape {array.shape} exceeds the engine's profile")
             if not self._execution.set_input_shape(name, array.shape):
                 raise RunnerError(f"{self.name}: for input {name}, failed to set shape to {array.shape}")
-            io["host"][: array.size] = array.ravel()
-            self._cuda.memcpy_htod_async(io["device"], io["host"], self._stream)
+            live = io["host"][: array.size]  # only what this call uses: buffers are sized for the largest profile
+            live[:] = array.ravel()
+            self._cuda.memcpy_htod_async(io["device"], live, self._stream)
         if not self._execution.execute_async_v3(stream_handle=self._stream.handle):
             raise RunnerError(f"{self.name}: TensorRT execution failed")
         shapes = {}
         for name, io in self._io.items():
             if not io["input"]:
                 shapes[name] = tuple(self._execution.get_tensor_shape(name))
-                self._cuda.memcpy_dtoh_async(io["host"], io["device"], self._stream)
+                self._cuda.memcpy_dtoh_async(io["host"][: int(np.prod(shapes[name]))], io["device"], self._stream)
         self._stream.synchronize()
         return {
             name: self._io[name]["host"][: int(np.prod(shape))].reshape(shape).copy() for name, shape in shapes.items()
@@ -171,3 +170,12 @@ class TensorRTRunner(Runner):
             io["device"].free()
         self._io = {}
         self._stream = self._execution = self._engine = None
+
+
+def _layer_name(layer: dict | str) -> str:
+    return layer.get("Name", "") if isinstance(layer, dict) else str(layer)
+
+
+def _reformat(name: str) -> bool:
+    """A copy TensorRT inserts between devices or formats ("Reformatting CopyNode for Input Tensor 0 to ...")."""
+    return name.startswith("Reformatting CopyNode")

@@ -9,11 +9,17 @@ commit each was read at). The other rules, each with where NVIDIA documents it:
   10.x); onnx-tensorrt imports only the taken branch when the condition is a build-time constant.
 - `DequantizeLinear`: only the input types of the table's row (INT8 on 8.6; INT8, FP8, INT4 on 10.x):
   ONNX Runtime's INT32 bias DequantizeLinear is refused (onnx/onnx-tensorrt#850).
+- `QuantizeLinear`/`DequantizeLinear` zero points: a constant one must be all zeros ("TensorRT only
+  supports symmetric quantization", QuantDequantLinearHelper in onnx-tensorrt 8.6-GA and 10.x; a UINT8
+  constant is read as INT8: 8.6 converts UINT8 initializers on import, 10.x warns). A network with
+  Q/DQ builds on 8.6/10.x only with `BuilderFlag.INT8` (explicit quantization, TensorRT developer
+  guide), which the builder sets for such a model whatever its rung.
 - `InstanceNormalization` on 8.6 becomes the `InstanceNormalization_TRT` plugin unless the parser's
   `OnnxParserFlag.NATIVE_INSTANCENORM` is set (NvOnnxParser.h, 8.6), and an engine holding a plugin
   deserializes only after `trt.init_libnvinfer_plugins` (NVIDIA's samples, Polygraphy's loaders).
 - TensorRT 11 is strongly typed: no FP16 flag (FP16 needs an FP16 ONNX model), INT8 only from Q/DQ.
-- DLA: static shapes only (profile min = opt = max); on TensorRT 11 from 11.4.1 (AGX Orin, JetPack
+- DLA: FP16 and INT8 layers only (the DLA developer guide's supported precisions); static shapes only
+  (profile min = opt = max); on TensorRT 11 from 11.4.1 (AGX Orin, JetPack
   7.2.2+); the 8.x/10.x calibration-cache path on JetPack 6.
 """
 
@@ -31,6 +37,7 @@ if TYPE_CHECKING:  # imported where a model is read (engines/onnx_check.py says 
 OPERATOR_TABLES = Path(__file__).parent / "data" / "onnx-tensorrt-operators.json"
 # The TensorRT of each JetPack release this product supports (JetPack 6.0, 6.1/6.2, 7.2, 7.2.2+).
 RELEASES = {"8.6": "8.6.2", "10.3": "10.3.0", "10.16": "10.16.1", "11.4": "11.4.1"}
+_QDQ = ("QuantizeLinear", "DequantizeLinear")
 _TYPE_NAMES = {
     "FLOAT": "FP32",
     "FLOAT16": "FP16",
@@ -74,9 +81,18 @@ def dla_problem(static: bool, version: str) -> str | None:
     return None
 
 
-def precisions(version: str, has_table: bool) -> tuple[str, ...]:
+def on_dla(precision: str) -> bool:
+    """The DLA runs only FP16 and INT8 layers; an FP32 rung sent there would be a GPU engine labelled
+    with a DLA core (TensorRT moves each FP32 layer to the GPU under GPU_FALLBACK)."""
+    return precision in ("int8", "fp16")
+
+
+def precisions(version: str, has_table: bool, quantized: bool = False) -> tuple[str, ...]:
     """The ladder TensorRT `version` can walk: INT8 where a table ships, FP16 (not on strongly typed
-    11.x without an FP16 model), then plain FP32 before the CPU."""
+    11.x without an FP16 model), then plain FP32 before the CPU. A model with its own Q/DQ: INT8 from
+    them, then (8.6/10.x) FP32 for the rest of its layers; an FP16 rung would build its INT8 again."""
+    if quantized:
+        return ("int8",) if strongly_typed(version) else ("int8", "fp32")
     ladder = ("int8",) if has_table else ()
     return ladder + (() if strongly_typed(version) else ("fp16",)) + ("fp32",)
 
@@ -130,6 +146,32 @@ def refusals(model: onnx.ModelProto, version: str) -> list[Refusal]:
                         "is computed at run time; TensorRT needs equal ranks",
                     )
                 )
+    return found + _zero_point_refusals(model, version)
+
+
+def quantized(model: onnx.ModelProto) -> bool:
+    """The model carries its own quantization (Q/DQ nodes)."""
+    return any(n.op_type in _QDQ for n in model.graph.node)
+
+
+def _zero_point_refusals(model: onnx.ModelProto, version: str) -> list[Refusal]:
+    """Q/DQ zero points the parser of `version` refuses, counted over the model (one line, not one per node)."""
+    from onnx import numpy_helper
+
+    values = {t.name: t for t in model.graph.initializer} | {
+        n.output[0]: a.t for n in model.graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"
+    }
+    nodes = [n for n in model.graph.node if n.op_type in _QDQ and len(n.input) > 2 and n.input[2] in values]
+    zero_points = [(n, numpy_helper.to_array(values[n.input[2]])) for n in nodes]
+    found = []
+    shifted = [n.name or n.output[0] for n, zero in zero_points if zero.any()]
+    if shifted:
+        found.append(
+            Refusal(
+                f"{len(shifted)} of {len(zero_points)} Q/DQ zero points (first {shifted[0]})",
+                f"non-zero (asymmetric quantization); TensorRT {version} supports only symmetric quantization",
+            )
+        )
     return found
 
 

@@ -10,9 +10,11 @@ value checked, the calibrator serving the cache only. docs/integrator/tensorrt.m
 
 from __future__ import annotations
 
+import functools
 import importlib
 import multiprocessing
 import signal
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -27,6 +29,11 @@ class EngineBuildError(OrinAvatarError):
     """TensorRT could not build an engine; the message says why and what to try."""
 
 
+class BuildInterrupted(EngineBuildError):
+    """The build did not finish: killed (the out-of-memory killer's SIGKILL) or timed out. Unlike a
+    refusal or a crash, worth trying again later, when the device may have more memory and time free."""
+
+
 @dataclass(frozen=True)
 class BuildRequest:
     model: str
@@ -36,10 +43,12 @@ class BuildRequest:
     dla_core: int | None
     profile: dict  # input -> (min, opt, max) shapes
     workspace_mb: int
+    tactic_dram_mb: int
     optimization_level: int
     timing_cache: str | None
     output: str  # where the child writes the serialized engine
     fp16_layers: tuple[str, ...] = ()  # ONNX nodes the table keeps out of INT8 (implicit INT8)
+    quantized: bool = False  # the model carries its own Q/DQ nodes (ModelSpec.quantized)
 
 
 Report = Callable[[str], None]
@@ -60,7 +69,10 @@ def build_in_child(request: BuildRequest, timeout_s: float, report: Report) -> P
                     kind, text = receiver.recv()
                 except EOFError:  # the child is gone without a word: killed or crashed
                     child.join(timeout=5)
-                    raise EngineBuildError(_death(request.model, child.exitcode)) from None
+                    killed = child.exitcode == -signal.SIGKILL
+                    raise (BuildInterrupted if killed else EngineBuildError)(
+                        _death(request.model, child.exitcode)
+                    ) from None
                 if kind == "progress":
                     report(text)
                     continue
@@ -70,7 +82,7 @@ def build_in_child(request: BuildRequest, timeout_s: float, report: Report) -> P
                     return Path(request.output)
             if time.monotonic() > deadline:
                 child.kill()
-                raise EngineBuildError(
+                raise BuildInterrupted(
                     f"building {request.model} took longer than {timeout_s:.0f} s and was stopped; "
                     "raise [engines] build_timeout_s or lower the optimization level"
                 )
@@ -107,8 +119,7 @@ def _child_main(request: BuildRequest, pipe) -> None:
 def build_engine(request: BuildRequest, report: Report) -> None:
     trt = importlib.import_module("tensorrt")
     major = int(trt.__version__.split(".")[0])
-    logger = trt.Logger(trt.Logger.WARNING)
-    register_plugins(trt, logger)
+    logger = process_logger(trt)
     builder = trt.Builder(logger)
     network = builder.create_network(_network_flags(trt, major))
     parser = trt.OnnxParser(network, logger)
@@ -119,6 +130,7 @@ def build_engine(request: BuildRequest, report: Report) -> None:
         raise EngineBuildError(f"TensorRT's ONNX parser rejected {request.model}: {errors or 'no detail'}")
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, request.workspace_mb << 20)
+    config.set_memory_pool_limit(trt.MemoryPoolType.TACTIC_DRAM, request.tactic_dram_mb << 20)
     config.builder_optimization_level = request.optimization_level
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     profile = _profile(trt, builder, config, request)
@@ -147,22 +159,35 @@ def build_engine(request: BuildRequest, report: Report) -> None:
             'workspace memory ("Could not find any implementation"), 2) a layer unsupported in this precision; '
             "see the TensorRT log lines above"
         )
-    if timing is not None and request.timing_cache:
-        with file_lock(Path(request.timing_cache + ".lock")):
-            write_atomic(Path(request.timing_cache), bytes(memoryview(config.get_timing_cache().serialize())))
+    if timing is not None:
+        _save_timing_cache(config, Path(request.timing_cache))
     write_atomic(Path(request.output), bytes(memoryview(serialized)))
     report(f"{request.model}: engine built")
 
 
-def register_plugins(trt, logger) -> None:
-    """Register TensorRT's plugin library in this process, before parsing or deserializing: 8.6's
-    parser may put plugins into an engine, and `deserialize_cuda_engine` returns None for an engine
-    whose plugins are not registered (NVIDIA's samples and Polygraphy call this first)."""
+_LOGGER_LOCK = threading.Lock()
+
+
+def process_logger(trt):
+    """The process's one TensorRT logger, TensorRT's plugin library registered with it. TensorRT keeps
+    the first logger it is given and the plugin library stores its pointer globally (inferPlugin.cpp),
+    so a logger made per runner would dangle once that runner is gone; Polygraphy and jetson-inference
+    keep one. Plugins are registered before anything parses or deserializes: 8.6's parser may put
+    plugins into an engine, and `deserialize_cuda_engine` returns None for an engine whose plugins are
+    not registered."""
+    with _LOGGER_LOCK:  # two runners' threads may ask first at once
+        return _registered_logger(trt)
+
+
+@functools.cache
+def _registered_logger(trt):
+    logger = trt.Logger(trt.Logger.WARNING)
     if not trt.init_libnvinfer_plugins(logger, ""):
         raise EngineBuildError(
             "TensorRT's plugin library (libnvinfer_plugin) could not be initialized; "
             "reinstall JetPack's TensorRT packages"
         )
+    return logger
 
 
 def _parser_flags(trt, parser) -> None:
@@ -207,6 +232,9 @@ def _precision(trt, major: int, config, request: BuildRequest, profile):
                 "TensorRT 11 is strongly typed: FP16 needs an FP16 ONNX model, which this build does not make"
             )
         return None
+    if request.quantized:
+        config.set_flag(trt.BuilderFlag.INT8)  # explicit quantization: Q/DQ nodes build only with INT8 on
+        # 8.x/10.x (TensorRT developer guide), whatever the rung
     if request.precision == "fp32":
         return None
     config.set_flag(trt.BuilderFlag.FP16)  # layers left out of INT8 run in FP16, not FP32
@@ -275,11 +303,24 @@ def cache_only_calibrator(trt, cache: bytes):
 
 
 def _load_timing_cache(config, path: str | None):
+    """The builder's timing cache from `path`; one that cannot be read (damaged, or from another
+    TensorRT) is started afresh: it only saves time, and a build must never fail on it."""
     if not path:
         return None
     data = Path(path).read_bytes() if Path(path).is_file() else b""
-    cache = config.create_timing_cache(data)
-    if not config.set_timing_cache(cache, False):
-        cache = config.create_timing_cache(b"")  # a cache from another TensorRT: start afresh
+    cache = config.create_timing_cache(data)  # None for bytes that are no timing cache
+    if cache is None or not config.set_timing_cache(cache, False):
+        cache = config.create_timing_cache(b"")
         config.set_timing_cache(cache, False)
     return cache
+
+
+def _save_timing_cache(config, path: Path) -> None:
+    """Write this build's timings into the file, keeping what other builds wrote there since this one
+    read it (merged under the file's lock, as Polygraphy's save does)."""
+    with file_lock(path.with_name(path.name + ".lock")):
+        cache = config.get_timing_cache()
+        on_disk = config.create_timing_cache(path.read_bytes()) if path.is_file() else None
+        if on_disk is not None:
+            cache.combine(on_disk, True)
+        write_atomic(path, bytes(memoryview(cache.serialize())))

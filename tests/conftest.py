@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from engines import platform as platform_module
+from engines import trt_builder
 from engines.engine_manager import EngineManager, EngineSettings
 from engines.store.model_store import ModelStore, default_wheelhouse
 
@@ -203,13 +204,20 @@ def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 SIM_PATH = str(REPO / "tests" / "trt_sim")
 SETTINGS = EngineSettings(
-    enabled=True, precision="auto", dla_core=-1, workspace_mb=256, optimization_level=1, build_timeout_s=120
+    enabled=True,
+    precision="auto",
+    dla_core=-1,
+    workspace_mb=256,
+    tactic_dram_mb=512,
+    optimization_level=1,
+    build_timeout_s=120,
 )
 
 
 def unload_tensorrt() -> None:
     for name in [m for m in sys.modules if m == "tensorrt" or m.startswith("pycuda")]:
         del sys.modules[name]
+    trt_builder._registered_logger.cache_clear()
     platform_module.probe_platform.cache_clear()
 
 

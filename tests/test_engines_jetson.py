@@ -20,7 +20,13 @@ from tests.table_maker import make_table
 
 pytestmark = pytest.mark.jetson
 SETTINGS = EngineSettings(
-    enabled=True, precision="auto", dla_core=-1, workspace_mb=1024, optimization_level=3, build_timeout_s=1800
+    enabled=True,
+    precision="auto",
+    dla_core=-1,
+    workspace_mb=1024,
+    tactic_dram_mb=2048,
+    optimization_level=3,
+    build_timeout_s=1800,
 )
 
 

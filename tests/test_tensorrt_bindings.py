@@ -51,7 +51,7 @@ for precision, model, path, calibration in (("int8", "face", onnx_path, cache),
     policy = MODELS[model]
     output = scratch / f"{model}.engine"
     request = trt_builder.BuildRequest(policy.model, str(path), precision, calibration, 0 if model == "face" else None,
-                                       policy.profile, 256, 1, str(scratch / "timing.cache"), str(output),
+                                       policy.profile, 256, 512, 1, str(scratch / "timing.cache"), str(output),
                                        fp16_layers=table.fp16_nodes if precision == "int8" else ())
     trt_builder.build_engine(request, lambda line: None)
     runner = TensorRTRunner(model, output, request.dla_core, precision)

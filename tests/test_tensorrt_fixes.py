@@ -51,6 +51,7 @@ def test_1_an_engine_holding_a_plugin_loads_only_after_plugins_are_registered(tr
         None,
         MODELS["asr-encoder"].profile,
         256,
+        512,
         1,
         None,
         str(tmp_path / "e.engine"),
@@ -59,6 +60,7 @@ def test_1_an_engine_holding_a_plugin_loads_only_after_plugins_are_registered(tr
     trt_builder.build_engine(request, lambda line: None)
     assert engine_header(tmp_path / "e.engine")["plugins"] == ["InstanceNormalization_TRT"]
     trt._PLUGINS_REGISTERED = False  # a fresh daemon process
+    trt_builder._registered_logger.cache_clear()
     with TensorRTRunner("asr-encoder", tmp_path / "e.engine") as runner:  # registers them first
         assert "input_values" in runner.input_names
 
@@ -138,7 +140,7 @@ def test_6_no_dla_on_tensorrt_11_before_11_4_1(trt, store, tmp_path, tables):
 
 def test_7_an_inconsistent_profile_is_named(trt):
     request = trt_builder.BuildRequest(
-        "text.onnx", "", "fp16", None, None, {"input_ids": ((1, 16), (1, 8), (1, 4))}, 256, 1, None, ""
+        "text.onnx", "", "fp16", None, None, {"input_ids": ((1, 16), (1, 8), (1, 4))}, 256, 512, 1, None, ""
     )
     builder = trt.Builder(trt.Logger())
     with pytest.raises(trt_builder.EngineBuildError, match="input_ids .* is inconsistent"):

@@ -152,9 +152,14 @@ class Stream:
         _require_context()
 
 
+copied_bytes = 0  # host <-> device, in this process: what a runner's calls cost in copies
+
+
 def memcpy_htod_async(dest, src: np.ndarray, stream: Stream | None = None) -> None:
+    global copied_bytes
     _require_context()
     data = np.ascontiguousarray(src).tobytes()
+    copied_bytes += len(data)
     buffer = _memory[int(dest)]
     if len(data) > len(buffer):
         raise LogicError("copy larger than the allocation")
@@ -162,9 +167,11 @@ def memcpy_htod_async(dest, src: np.ndarray, stream: Stream | None = None) -> No
 
 
 def memcpy_dtoh_async(dest: np.ndarray, src, stream: Stream | None = None) -> None:
+    global copied_bytes
     _require_context()
     buffer = _memory[int(src)]
     view = dest.reshape(-1).view(np.uint8)
+    copied_bytes += view.size
     view[:] = np.frombuffer(bytes(buffer[: view.size]), np.uint8)
 
 

@@ -7,7 +7,8 @@ Grounded in NVIDIA's own files, not in our reading of them:
   tests/test_tensorrt_bindings.py checks both sets against the real names of each release;
 - the ONNX parser accepts only what onnx-tensorrt's operator table of that release lists
   (engines/data/onnx-tensorrt-operators.json) and enforces its documented rules: equal-rank `If`
-  branches unless the condition is a build-time constant, DequantizeLinear input types, the 8.6
+  branches unless the condition is a build-time constant, DequantizeLinear input types, Q/DQ zero
+  points (all zero), a Q/DQ network built only with INT8 on 8.x/10.x, the 8.6
   InstanceNormalization plugin (unless OnnxParserFlag.NATIVE_INSTANCENORM) that must be registered
   (`init_libnvinfer_plugins`) before an engine holding it deserializes, profiles covering dynamic
   inputs, the DLA's static shapes (and no DLA on 11.x before 11.4.1);
@@ -61,8 +62,15 @@ class _Faults:
         self.execute_returns_false = False
         self.execute_raises = False
         self.execute_delay_s = 0.0
+        # Lazy loading (CUDA_MODULE_LOADING=LAZY, the default from CUDA 12.2): a context's first calls
+        # load their kernels; trtexec's --warmUp and Triton's model warm-up run them before timing.
+        self.cold_calls, self.cold_delay_s = 0, 0.0
         self.builds = 0
         self.builders = 0  # Builders created in this process (each holds its kernel library)
+        # Every logger handed to TensorRT (Builder, Runtime, init_libnvinfer_plugins) and how often the
+        # plugins were registered: TensorRT keeps the first logger, the plugin library a global pointer to it.
+        self.loggers: list[int] = []
+        self.plugin_registrations = 0
         self.used: set[str] = set()  # public names the product touched
 
 
@@ -169,7 +177,11 @@ else:
     )
 OnnxParserFlag = _enum("OnnxParserFlag", {"NATIVE_INSTANCENORM": 0})
 
-MemoryPoolType = _enum("MemoryPoolType", {"WORKSPACE": 0, "DLA_MANAGED_SRAM": 1})
+MemoryPoolType = _enum(
+    "MemoryPoolType",
+    {"WORKSPACE": 0, "DLA_MANAGED_SRAM": 1, "DLA_LOCAL_DRAM": 2, "DLA_GLOBAL_DRAM": 3, "TACTIC_DRAM": 4},
+)
+_ORIN_MEMORY = 64 << 30  # an AGX Orin 64GB's totalGlobalMem (unified: the same DRAM the CPU uses)
 ProfilingVerbosity = _enum("ProfilingVerbosity", {"LAYER_NAMES_ONLY": 0, "NONE": 1, "DETAILED": 2})
 DeviceType = _enum("DeviceType", {"GPU": 0, "DLA": 1})
 TensorIOMode = _enum("TensorIOMode", {"NONE": 0, "INPUT": 1, "OUTPUT": 2})
@@ -208,6 +220,8 @@ def init_libnvinfer_plugins(logger, namespace) -> bool:
     """Registers TensorRT's plugins (InstanceNormalization_TRT among them) in this process."""
     global _PLUGINS_REGISTERED
     _PLUGINS_REGISTERED = True
+    SIM.plugin_registrations += 1
+    SIM.loggers.append(id(logger))
     return True
 
 
@@ -440,6 +454,7 @@ class OnnxParser(_Api):
         table = _operator_table()
         types = {t.name: t.data_type for t in proto.graph.initializer}
         constants = set(types) | {o for n in proto.graph.node if n.op_type == "Constant" for o in n.output}
+        zero_points = _constant_values(proto)
         for node in proto.graph.node:
             row = table.get(node.op_type)
             if row is None or not row["supported"]:
@@ -454,6 +469,10 @@ class OnnxParser(_Api):
                         f"In node {node.name} (DequantizeLinear): INVALID_NODE: "
                         f"input of type {kind}; supported: {row['types']}"
                     )
+            if node.op_type in ("QuantizeLinear", "DequantizeLinear") and len(node.input) > 2:
+                problem = _zero_point_problem(node, zero_points.get(node.input[2]))
+                if problem:
+                    return f"In node {node.name} ({node.op_type}): INVALID_NODE: {problem}"
             if node.op_type == "If" and node.input[0] not in constants:
                 ranks = []
                 for attribute in node.attribute:
@@ -465,6 +484,31 @@ class OnnxParser(_Api):
                         f"(got {ranks[0]} and {ranks[1]}) unless the condition is a build-time constant"
                     )
         return None
+
+
+def _constant_values(proto) -> dict:
+    from onnx import numpy_helper
+
+    values = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+    for node in proto.graph.node:
+        for attribute in node.attribute if node.op_type == "Constant" else ():
+            if attribute.name == "value":
+                values[node.output[0]] = numpy_helper.to_array(attribute.t)
+    return values
+
+
+def _zero_point_problem(node, zero_point) -> str | None:
+    """QuantDequantLinearHelper (onnx-tensorrt 8.6-GA builtin_op_importers.cpp, 10.x onnxOpImporters.cpp):
+    a constant zero point must be all zeros. A UINT8 constant is read as INT8 (8.6 converts UINT8
+    initializers on import, onnx2trt_utils.cpp; 10.x warns)."""
+    if zero_point is None:
+        return None  # computed at run time: the parser takes it as a tensor
+    if zero_point.any():
+        return (
+            "Assertion failed: TensorRT only supports symmetric quantization. The zero point for the "
+            "QuantizeLinear/DequantizeLinear operator must be all zeros."
+        )
+    return None
 
 
 class IOptimizationProfile(_Api):
@@ -486,16 +530,16 @@ class IOptimizationProfile(_Api):
 
 
 class ITimingCache(_Api):
-    def __init__(self, data: bytes) -> None:
-        self.entries: dict[str, str] = {}
-        self.compatible = True
-        if data:
-            try:
-                payload = json.loads(bytes(data))
-                self.compatible = payload.get("version") == __version__
-                self.entries = payload.get("entries", {}) if self.compatible else {}
-            except ValueError:
-                self.compatible = False
+    def __init__(self, payload: dict | None = None) -> None:
+        self.compatible = payload is None or payload.get("version") == __version__
+        self.entries: dict[str, str] = dict(payload.get("entries", {})) if payload and self.compatible else {}
+
+    def combine(self, input_cache: ITimingCache, ignore_mismatch: bool) -> bool:
+        """Add `input_cache`'s entries (Polygraphy merges a build's cache into the file's this way)."""
+        if not input_cache.compatible:  # "must be generated by a TensorRT build of exact same version,
+            return False  # otherwise combine will be skipped and return false" (the bindings' docstring)
+        self.entries.update(input_cache.entries)
+        return True
 
     def serialize(self) -> IHostMemory:
         return IHostMemory(json.dumps({"version": __version__, "entries": self.entries}).encode())
@@ -504,7 +548,9 @@ class ITimingCache(_Api):
 class IBuilderConfig(_Api):
     def __init__(self) -> None:
         self.flags: set[int] = set()
-        self.pools = {int(MemoryPoolType.WORKSPACE): 1 << 34}
+        # TACTIC_DRAM "defaults to 75% of totalGlobalMem ... when cudaGetDeviceProperties.embedded is true"
+        # (the bindings' MemoryPoolType docstring)
+        self.pools = {int(MemoryPoolType.WORKSPACE): 1 << 34, int(MemoryPoolType.TACTIC_DRAM): _ORIN_MEMORY * 3 // 4}
         self.profiles: list[IOptimizationProfile] = []
         self.profiling_verbosity = ProfilingVerbosity.LAYER_NAMES_ONLY
         self.default_device_type = DeviceType.GPU
@@ -563,10 +609,18 @@ class IBuilderConfig(_Api):
         self.profiles.append(profile)
         return len(self.profiles) - 1
 
-    def create_timing_cache(self, data) -> ITimingCache:
-        return ITimingCache(bytes(data))
+    def create_timing_cache(self, data) -> ITimingCache | None:
+        """None (and an error logged) for bytes that are no timing cache, as TensorRT returns nullptr."""
+        if not bytes(data):
+            return ITimingCache()
+        try:
+            return ITimingCache(json.loads(bytes(data)))
+        except ValueError:
+            return None
 
     def set_timing_cache(self, cache: ITimingCache, ignore_mismatch: bool) -> bool:
+        if not isinstance(cache, ITimingCache):  # pybind11 refuses None for a reference argument
+            raise TypeError("set_timing_cache(): incompatible function arguments")
         if not cache.compatible and not ignore_mismatch:
             return False
         self._timing_cache = cache
@@ -605,6 +659,7 @@ def _dla_cores() -> int:
 class Builder(_Api):
     def __init__(self, logger) -> None:
         self.logger = logger
+        SIM.loggers.append(id(logger))
         self.num_DLA_cores = _dla_cores()
         SIM.builders += 1  # its kernel library stays loaded for the life of the process
 
@@ -650,6 +705,12 @@ class Builder(_Api):
         precision, int8_scales = "fp32", {}
         if MAJOR < 11 and config.get_flag(BuilderFlag.FP16):
             precision = "fp16"
+        if MAJOR < 11 and network.has_qdq and not config.get_flag(BuilderFlag.INT8):
+            # Explicit quantization needs INT8 enabled on 8.x/10.x (TensorRT developer guide; NVIDIA/TensorRT#4021)
+            _log(
+                self.logger, ILogger.ERROR, "a network with Q/DQ layers needs BuilderFlag.INT8 (explicit quantization)"
+            )
+            return None
         if MAJOR < 11 and config.get_flag(BuilderFlag.INT8) and not network.has_qdq:
             int8_scales = self._calibrate(network, config)
             if int8_scales is None:
@@ -668,7 +729,9 @@ class Builder(_Api):
             if profile is not None and any(len({lo, op, hi}) > 1 for lo, op, hi in profile.shapes.values()):
                 _log(self.logger, ILogger.ERROR, "DLA supports only static shapes (profile min = opt = max)")
                 return None
-            dla_gpu_layers = sorted({op for op in network.op_types if op not in _DLA_OPS})
+            # The DLA runs FP16 and INT8 only: in an FP32 build every layer falls back to the GPU.
+            on_dla = _DLA_OPS if precision in ("fp16", "int8") else set()
+            dla_gpu_layers = sorted({op for op in network.op_types if op not in on_dla})
             if dla_gpu_layers and not config.get_flag(BuilderFlag.GPU_FALLBACK):
                 _log(self.logger, ILogger.ERROR, f"layers {dla_gpu_layers} cannot run on DLA and GPU fallback is off")
                 return None
@@ -687,6 +750,7 @@ class Builder(_Api):
             "profile": {k: [list(s) for s in v] for k, v in (profile.shapes.items() if profile else [])},
             "dla_core": config.DLA_core if config.default_device_type == DeviceType.DLA else None,
             "dla_gpu_layers": dla_gpu_layers,
+            "tactic_dram": config.get_memory_pool_limit(MemoryPoolType.TACTIC_DRAM),
             "layers": network.op_types,
         }
         blob = json.dumps(header).encode()
@@ -753,6 +817,7 @@ def _parse_cache(text: str) -> dict[str, float]:
 class Runtime(_Api):
     def __init__(self, logger) -> None:
         self.logger = logger
+        SIM.loggers.append(id(logger))
         self.DLA_core = -1
         self.num_DLA_cores = _dla_cores()
 
@@ -816,6 +881,8 @@ class EngineInspector(_Api):  # pyCore.cpp binds IEngineInspector as "EngineInsp
         )
         layers += (
             [{"Name": op, "Device": "GPU"} for op in header["dla_gpu_layers"]]
+            # TensorRT's copies between the DLA's and the GPU's formats, at each edge of the DLA part
+            + [{"Name": "Reformatting CopyNode for Input Tensor 0 to {ForeignNode}", "LayerType": "Reformat"}]
             if header["dla_core"] is not None
             else [{"Name": op} for op in header["layers"]]
         )
@@ -910,6 +977,7 @@ class IExecutionContext(_Api):
         self.shapes: dict[str, tuple] = {}
         self.addresses: dict[str, int] = {}
         self.output_shapes: dict[str, tuple] = {}
+        self.calls = 0
 
     def set_optimization_profile_async(self, index: int, stream_handle: int) -> bool:
         if index != 0 or not self.engine.header["profile"]:
@@ -952,6 +1020,9 @@ class IExecutionContext(_Api):
 
         if SIM.execute_delay_s:
             time.sleep(SIM.execute_delay_s)
+        self.calls += 1
+        if self.calls <= SIM.cold_calls:
+            time.sleep(SIM.cold_delay_s)
         if SIM.execute_raises:
             raise RuntimeError("CUDA error 719: unspecified launch failure (simulated)")
         if SIM.execute_returns_false:
