@@ -2,8 +2,9 @@
 
 A reverberant shoebox (pyroomacoustics, RT60 0.5 s): the visitor 0.7 m in front of the microphone,
 six other talkers 2-5 m away in every direction. Four of them are the synthetic voices saying the
-split's babble sentences in their own order, two are real readers from the model store (each split
-its own recording). The babble's level is set by the signal-to-noise ratio over the visitor's
+split's babble sentences in their own order, two are readers from the model store, each split its
+own recording (tuning: a human LibriVox reading; held-apart: Endgame, which moonshine's own script
+synthesized with two ZipVoice voices). The babble's level is set by the signal-to-noise ratio over the visitor's
 speech (their 10 ms blocks above -40 dBFS against the babble in the same blocks). The microphone is
 one, or an array of several (the same room heard at each of them), each with its own hiss.
 """
