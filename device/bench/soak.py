@@ -11,6 +11,7 @@ turns answered or deliberately ignored.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -63,7 +64,7 @@ def measure_soak(app: App, minutes: float, warmup_minutes: float = 5.0) -> dict:
             "--speaker",
             str(work / "replies.wav"),
         ]
-        with open(work / "daemon.log", "wb") as log:
+        with open(work / "daemon.log", "wb") as log, _stopped_by_sigterm():
             child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
             try:
                 samples = _sample(child, work / "status.sock", minutes * 60)
@@ -77,6 +78,25 @@ def measure_soak(app: App, minutes: float, warmup_minutes: float = 5.0) -> dict:
                     code = child.wait()
                 stop_s = time.monotonic() - stopped
     return _report(samples, minutes, warmup_minutes, code, stop_s)
+
+
+class SoakStopped(OrinAvatarError):
+    """The soak was stopped before its end (SIGTERM); its daemon is stopped with it."""
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm():
+    """A SIGTERM ends the soak through its `finally`, which stops the daemon: killed outright, the
+    bench left its daemon running, holding the state directory's lock."""
+
+    def stop(signum, frame):
+        raise SoakStopped("the soak was stopped (SIGTERM); its daemon was stopped too")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _visit(app: App, work: Path) -> Path:
